@@ -1,0 +1,93 @@
+"""The parser contract and registry: kind -> parser functions; parse_source never raises on bad content."""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable
+
+from postmortem.discover import Source
+
+
+@dataclass
+class ParseResult:
+    """Rows for each table produced from one source, plus what was read and what went wrong."""
+    rows: dict[str, list[dict]] = field(default_factory=dict)
+    lines: int = 0
+    bytes: int = 0
+    problems: list[str] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)   # facts about the job (world size, host->rank maps, versions)
+
+    def add(self, table: str, row: dict) -> None:
+        """Append one row to a table."""
+        self.rows.setdefault(table, []).append(row)
+
+    def merge(self, other: "ParseResult") -> None:
+        """Fold another parser's result for the same source into this one."""
+        for table, rows in other.rows.items():
+            self.rows.setdefault(table, []).extend(rows)
+        self.lines = max(self.lines, other.lines)
+        self.bytes = max(self.bytes, other.bytes)
+        self.problems.extend(p for p in other.problems if p not in self.problems)
+        for key, value in other.meta.items():
+            if isinstance(value, dict):
+                self.meta.setdefault(key, {}).update(value)
+            elif isinstance(value, list):
+                self.meta.setdefault(key, []).extend(value)
+            else:
+                self.meta.setdefault(key, value)
+
+
+Parser = Callable[[Source], ParseResult]
+_REGISTRY: dict[str, list[Parser]] = {}
+
+
+def register(*kinds: str) -> Callable[[Parser], Parser]:
+    """Decorator: register a parser function for one or more input kinds (in registration order)."""
+    def deco(fn: Parser) -> Parser:
+        for kind in kinds:
+            _REGISTRY.setdefault(kind, []).append(fn)
+        return fn
+    return deco
+
+
+def registered_kinds() -> dict[str, list[str]]:
+    """Kinds with their parser names (for `postmortem parsers` and tests)."""
+    _load_builtin()
+    return {k: [f"{fn.__module__}.{fn.__name__}" for fn in fns] for k, fns in sorted(_REGISTRY.items())}
+
+
+_LOADED = False
+
+
+def _load_builtin() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    import importlib
+    for mod in ("parsers.textlog", "parsers.pyspy", "parsers.nvidia_smi", "parsers.torchrun_error",
+                "parsers.flight_recorder", "parsers.dmesg", "parsers.stackdump", "parsers.nccl"):
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            if exc.name != mod:
+                raise
+
+
+def parse_source(source: Source) -> ParseResult:
+    """Run every parser registered for the source's kind; any exception becomes a problem, never a crash."""
+    _load_builtin()
+    result = ParseResult(bytes=source.bytes)
+    if source.problem:
+        result.problems.append(source.problem)
+        return result
+    for fn in _REGISTRY.get(source.kind, []):
+        try:
+            result.merge(fn(source))
+        except MemoryError:
+            result.problems.append(f"{fn.__module__}: ran out of memory; partial result kept")
+        except Exception as exc:  # a parser bug or hostile input must not stop the analysis
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            result.problems.append(f"{fn.__module__} failed: {type(exc).__name__}: {exc} "
+                                   f"(at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})")
+    return result

@@ -1,0 +1,266 @@
+"""Line formats declared as data (lnav-style): event kind, regex with named groups, and sample lines with the
+values they must produce. `load_formats` refuses a format whose samples do not parse."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import regex
+
+# level: "error" (a failure signal), "warning", "info" (progress/context). `triggers` are cheap substrings, one of
+# which must occur in a line before the regex runs (the prefilter that keeps boring lines cheap).
+FORMAT_DEFS: list[dict] = [
+    # ---- collectives: watchdog, desync, mismatch (FORMATS.md §2.3-2.5b)
+    {"name": "watchdog-timeout", "kind": "watchdog_timeout", "level": "error",
+     "triggers": ["Watchdog caught"],
+     "pattern": r"Watchdog caught collective operation timeout: Work\w*\((?P<work>(?:[^()]|\([^()]*\))*)\) ran for (?P<elapsed_ms>\d+) milliseconds",
+     "samples": [("[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800328 milliseconds before timing out.",
+                  {"elapsed_ms": "1800328"})]},
+    {"name": "watchdog-status-old", "kind": "watchdog_status", "level": "error",
+     "triggers": ["last completed NCCL work"],
+     "pattern": r"(?:detected by watchdog at work|Timeout at NCCL work): (?P<seq>\d+), last enqueued NCCL work: (?P<last_enqueued>-?\d+), last completed NCCL work: (?P<last_completed>-?\d+)",
+     "samples": [("[PG 3 Rank 4] Timeout at NCCL work: 9141, last enqueued NCCL work: 9141, last completed NCCL work: 9140.",
+                  {"seq": "9141", "last_completed": "9140"})]},
+    {"name": "watchdog-status", "kind": "watchdog_status", "level": "error",
+     "triggers": ["failure detected by watchdog"],
+     "pattern": r"failure detected by watchdog at work sequence id: (?P<seq>\d+) PG status: last enqueued work: (?P<last_enqueued>-?\d+), last completed work: (?P<last_completed>-?\d+)",
+     "samples": [("[PG ID 0 PG GUID 0(default_pg) Rank 118]  failure detected by watchdog at work sequence id: 2398459 PG status: last enqueued work: 2398578, last completed work: 2398458",
+                  {"seq": "2398459", "last_completed": "2398458"})]},
+    {"name": "fr-dump-signal", "kind": "watchdog_status", "level": "error",
+     "triggers": ["dump signal due to a collective timeout"],
+     "pattern": r"dump signal due to a collective timeout from\s+rank (?P<from_rank>\d+)(?:.*?Last enqueued NCCL work: (?P<last_enqueued>-?\d+), last completed NCCL work: (?P<last_completed>-?\d+))?",
+     "samples": [("[PG ID 0 PG GUID 0(default_pg) Rank 5] Received a dump signal due to a collective timeout from  rank 34 and we will try our best to dump the debug info. Last enqueued NCCL work: 460631, last completed NCCL work: 460630.This is",
+                  {"from_rank": "34", "last_completed": "460630"})]},
+    {"name": "heartbeat-timeout", "kind": "watchdog_timeout", "level": "error",
+     "triggers": ["Heartbeat monitor timed out", "watchdog got stuck"],
+     "pattern": r"(?:Heartbeat monitor timed out|watchdog got stuck for (?P<stuck_s>\d+) seconds)",
+     "samples": [("[PG 0 Rank 1] ProcessGroupNCCL's watchdog got stuck for 600 seconds without making progress", {"stuck_s": "600"})]},
+    {"name": "desync-culprit", "kind": "desync_report", "level": "error",
+     "triggers": ["but didn't join collective"],
+     "pattern": r"\[(?P<culprit>\d+)\] finished collective #(?P<seq>\d+), but didn't join collective #(?P<next>\d+)",
+     "samples": [("    [7] finished collective #182, but didn't join collective #183 (count from 1)", {"culprit": "7", "seq": "182"})]},
+    {"name": "collective-mismatch", "kind": "collective_mismatch", "level": "error",
+     "triggers": ["mismatch between collectives", "inconsistent collective"],
+     "pattern": r"Rank (?P<rank_a>\d+) is running (?:inconsistent )?collective: (?P<fp_a>.*?)(?:, but Rank (?P<rank_b>\d+) is running collective: (?P<fp_b>.*?))?(?:\.Collectives differ in the following aspects:\s*(?P<aspects>.*))?$",
+     "samples": [("[rank1]: RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=3104, OpType=ALLREDUCE, TensorShape=[195812480], TensorDtypes=BFloat16), but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=3104, OpType=ALLREDUCE, TensorShape=[51123456], TensorDtypes=BFloat16).Collectives differ in the following aspects:   Tensor Tensor shapes: 195812480vs 51123456",
+                  {"rank_a": "1", "rank_b": "0", "aspects": "Tensor Tensor shapes: 195812480vs 51123456"})]},
+    # ---- gloo / store / socket (FORMATS.md §2.4, §2.7)
+    {"name": "gloo-timeout", "kind": "collective_timeout", "level": "error",
+     "triggers": ["Timed out waiting", "Read timeout"],
+     "pattern": r"(?:Timed out waiting (?P<timeout_ms>\d+)ms for (?P<op>recv|send) operation to complete|Read timeout \[(?P<peer>[^\]]+)\]:?(?P<port>\d*))",
+     "samples": [("[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 10000ms for recv operation to complete",
+                  {"timeout_ms": "10000", "op": "recv"}),
+                 ("RuntimeError: [/opt/gloo/transport/tcp/buffer.cc:76] Read timeout [127.0.0.1]:32444", {"peer": "127.0.0.1"})]},
+    {"name": "peer-closed", "kind": "collective_error", "level": "error",
+     "triggers": ["Connection closed by", "Connection reset by peer", "caused pair closure", "Broken pipe"],
+     "pattern": r"(?:Connection closed by (?:remote )?peer\s*\[?(?P<peer>[^\]\s<]+)|Connection reset by peer|Application timeout caused pair closure|(?P<pipe>Broken pipe))",
+     "samples": [("RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:28873. This is typically caused by a remote worker crashing.", {"peer": "127.0.0.1"})]},
+    {"name": "store-timeout", "kind": "store_error", "level": "error",
+     "triggers": ["key-value store", "Socket Timeout", "store->get", "TCPStore", "wait timeout after", "recvValue failed", "sendBytes failed"],
+     "pattern": r"(?:\[(?P<waiter>\d+)\] is setting up NCCL communicator and retrieving ncclUniqueId from \[(?P<src>\d+)\] via c10d key-value store|Socket Timeout|store->get\('?(?P<key>[^')]*)'?\) got error|wait timeout after (?P<timeout_ms>\d+)ms|(?P<teardown>Failed to check the \"should dump\" flag on TCPStore|recvValue failed|sendBytes failed))",
+     "samples": [("RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error",
+                  {"waiter": "1", "src": "0"})]},
+    # ---- NCCL errors raised to Python (§2.6) and NCCL WARN lines anywhere (§1.4)
+    {"name": "nccl-error", "kind": "nccl_error", "level": "error",
+     "triggers": ["NCCL error", "ncclSystemError", "ncclUnhandledCudaError", "ncclRemoteError", "ncclInternalError", "ncclInvalidUsage"],
+     "pattern": r"(?:NCCL error(?: in: (?P<where>\S+),)?:?\s*(?P<nccl_err>unhandled system error|unhandled cuda error|internal error|invalid usage|remote process exited or there was a network error|invalid argument)?(?:[^,]*, NCCL version (?P<version>[\d.]+))?|(?P<code>nccl(?:SystemError|UnhandledCudaError|RemoteError|InternalError|InvalidUsage)))",
+     "samples": [("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1191, unhandled system error, NCCL version 2.10.3",
+                  {"nccl_err": "unhandled system error", "version": "2.10.3"})]},
+    {"name": "nccl-warn", "kind": "nccl_warn", "level": "error",
+     "triggers": ["NCCL WARN"],
+     "pattern": r"(?:(?P<host>[^:\s]+):(?P<pid>\d+):(?P<tid>\d+) (?:\[(?P<dev>\d+)\] )?)?(?:(?P<file>[\w./-]+):(?P<srcline>\d+) (?:\((?P<func>[^)]*)\) )?)?NCCL WARN (?P<msg>.*)$",
+     "samples": [("ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'",
+                  {"host": "ng30903", "dev": "3", "msg": "Cuda failure 'out of memory'"})]},
+    # ---- memory (§3)
+    {"name": "cuda-oom", "kind": "oom", "level": "error",
+     "triggers": ["out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "Failed to CUDA calloc", "Failed to CUDA malloc"],
+     "pattern": r"(?:(?P<dev>CUDA|HIP|NPU) out of memory\.?(?: Tried to allocate (?P<req>[\d.]+ ?[KMGTPE]?i?B))?|(?P<kernel>CUDA error: out of memory)|THCudaCheck FAIL.*?(?P<thc>out of memory)|(?P<cublas>CUBLAS_STATUS_ALLOC_FAILED)|Cuda failure (?:\d+ )?'(?P<nccl>out of memory)'|Failed to CUDA (?:calloc|malloc) (?P<nccl_bytes>\d+) bytes)",
+     "samples": [("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 32.00 MiB. GPU 0 has a total capacity of 4.00 GiB", {"dev": "CUDA", "req": "32.00 MiB"}),
+                 ("RuntimeError: CUDA error: out of memory", {"kernel": "CUDA error: out of memory"}),
+                 ("THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 : out of memory", {"thc": "out of memory"})]},
+    {"name": "cuda-oom-detail-new", "kind": "oom_detail", "level": "info",
+     "triggers": ["has a total capac"],
+     "pattern": r"GPU (?P<gpu>\d+) has a total capac(?:i)?ty of (?P<total>[\d.]+ \w+) of which (?P<free>[\d.]+ \w+|0 bytes) is free",
+     "samples": [("GPU 0 has a total capacty of 4.00 GiB of which 41.56 MiB is free. Including", {"gpu": "0", "total": "4.00 GiB"})]},
+    {"name": "cuda-oom-detail-old", "kind": "oom_detail", "level": "info",
+     "triggers": ["total capacity;"],
+     "pattern": r"\(GPU (?P<gpu>\d+); (?P<total>[\d.]+ \w+) total capacity; (?P<alloc>[\d.]+ \w+) already allocated; (?P<free>[\d.]+ \w+) free",
+     "samples": [("RuntimeError: CUDA out of memory. Tried to allocate 4.18 GiB (GPU 0; 10.92 GiB total capacity; 4.68 GiB already allocated; 2.44 GiB free; 7.85 GiB reserved in total by PyTorch)",
+                  {"gpu": "0", "total": "10.92 GiB", "free": "2.44 GiB"})]},
+    {"name": "host-oom-killer", "kind": "host_oom", "level": "error",
+     "triggers": ["Kill process", "Killed process", "oom-kill", "oom_kill", "invoked oom-killer", "Out Of Memory", "can't allocate memory", "Cannot allocate memory", "MemoryError"],
+     "pattern": r"(?:(?P<scope>Memory cgroup out of memory|Out of memory): Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)(?:.*?anon-rss:\s*(?P<anon_rss_kb>\d+)\s*kB)?|oom-kill:constraint=(?P<constraint>\w+).*?task=(?P<task>[^,]+),pid=(?P<kpid>\d+)|(?P<invoker>\S+) invoked oom-killer|Detected (?P<events>\d+) oom[_-]kill event|task (?P<task_id>\d+): Out Of Memory|(?P<cpu_alloc>DefaultCPUAllocator: can't allocate memory)|(?P<memerr>^MemoryError\b))",
+     "samples": [("[2059991.491542] Out of memory: Killed process 25315 (python3) total-vm:53312244 kB, anon-rss:31451456kB, file-rss:74816kB", {"pid": "25315", "comm": "python3", "anon_rss_kb": "31451456"}),
+                 ("slurmstepd: error: Detected 1 oom_kill event in StepId=8538204.0. Some of the step tasks have been OOM Killed.", {"events": "1"})]},
+    {"name": "killed-by-shell", "kind": "killed", "level": "error",
+     "triggers": ["Killed", "已杀死", "已終止", "Getötet", "Processus arrêté", "強制終了"],
+     "pattern": r"^(?:(?:\S+: line \d+: +\d+ )?(?:Killed|已杀死|已終止|Getötet|強制終了)(?:\s+\S.*)?|.*\bKilled\s+(?:python\S*|torchrun|deepspeed|accelerate)\b.*)$",
+     "samples": [("已杀死", {}), ("Killed", {}), ("./run.sh: line 5: 12345 Killed                  python train.py", {})]},
+    # ---- DataLoader (§3.4)
+    {"name": "dataloader-worker", "kind": "dataloader", "level": "error",
+     "triggers": ["DataLoader worker", "encountered in worker", "DataLoader timed out", "shared memory", "in DataLoader worker process"],
+     "pattern": r"(?:DataLoader worker \(pid\(?s?\)? ?(?P<pids>[\d, ]+)\) (?:is killed by signal: (?P<signal>[\w -]+)\.|exited unexpectedly)|Unexpected (?P<what>bus error|segmentation fault|floating-point exception) encountered in worker|DataLoader timed out after (?P<timeout_s>\d+) seconds|(?P<shm>unable to open shared memory object|insufficient shared memory|out of shared memory)|Caught (?P<exc>\w+) in DataLoader worker process (?P<worker>\d+))",
+     "samples": [("RuntimeError: DataLoader worker (pid 572) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory.", {"pids": "572", "signal": "Bus error"}),
+                 ("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).", {"what": "bus error"})]},
+    # ---- checkpoints (§3.5)
+    {"name": "checkpoint-corrupt", "kind": "checkpoint_error", "level": "error",
+     "triggers": ["PytorchStreamReader", "PytorchStreamWriter", "storage has wrong size", "more bytes. The file might be corrupted", "SafetensorError", "Ran out of input", "invalid load key", "UnpicklingError", "central directory"],
+     "pattern": r"(?:PytorchStreamReader failed reading (?:zip archive|file (?P<member>\S+)): (?P<reason>[^.]*)|(?P<writer>PytorchStreamWriter failed writing file (?P<wmember>\S+): (?P<wreason>[^.]*))|(?P<wrongsize>storage has wrong size)|unexpected EOF, expected (?P<missing>\d+) more bytes|SafetensorError: (?P<st>.*)|(?P<eof>Ran out of input)|(?P<loadkey>invalid load key)|(?P<unpickle>UnpicklingError))",
+     "samples": [("RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory", {"reason": "failed finding central directory"}),
+                 ("RuntimeError: storage has wrong size: expected -9223011547364714763 got 256", {"wrongsize": "storage has wrong size"})]},
+    {"name": "disk-full", "kind": "enospc", "level": "error",
+     "triggers": ["No space left on device", "Disk quota exceeded", "Errno 28", "Errno 122"],
+     "pattern": r"(?:No space left on device|Disk quota exceeded|\[Errno (?:28|122)\])",
+     "samples": [("OSError: [Errno 28] No space left on device", {})]},
+    {"name": "checkpoint-save", "kind": "checkpoint_save", "level": "info",
+     "triggers": ["aving", "save_checkpoint", "checkpoint", "Checkpoint"],
+     "pattern": r"(?i)(?:\bsav(?:ing|ed?)\b[^\n]{0,60}?\b(?:checkpoint|ckpt|model|state|weights)\b|\bcheckpoint[^\n]{0,40}?\bsaved\b|save_checkpoint)(?:[^\n]*?(?P<path>[\w./~-]+\.(?:pt|pth|ckpt|bin|safetensors|pkl|h5)|[\w./~-]*checkpoint-\d+))?",
+     "samples": [("Saving model checkpoint to /out/checkpoint-2000", {"path": "/out/checkpoint-2000"}),
+                 ("Saved checkpoint: runs/exp/weights/last.pt", {"path": "runs/exp/weights/last.pt"})]},
+    {"name": "checkpoint-load", "kind": "checkpoint_load", "level": "info",
+     "triggers": ["oad", "esum", "checkpoint"],
+     "pattern": r"(?i)(?:\b(?:load(?:ing|ed)?|resum(?:e|ing|ed)|restor(?:e|ing))\b[^\n]{0,60}?\b(?:checkpoint|ckpt|state|weights|model)\b|search for history checkpoints|torch\.load\()(?:[^\n]*?(?P<path>[\w./~-]+\.(?:pt|pth|ckpt|bin|safetensors|pkl|h5)|[\w./~-]*checkpoint-\d+))?",
+     "samples": [("Loading checkpoint from /out/last.pt", {"path": "/out/last.pt"}), ("Search for history checkpoints...", {})]},
+    # ---- phases of the loop: eval / sample / data preparation
+    {"name": "eval-start", "kind": "eval_start", "level": "info",
+     "triggers": ["val", "Val", "eval", "Eval", "EVAL", "test", "Test"],
+     "pattern": r"(?i)(?:\*+ Running (?:Evaluation|Prediction) \*+|\b(?:start(?:ing)?|running|begin(?:ning)?|run)\s+(?:the\s+)?(?:evaluation|validation|eval|testing)\b|^\s*(?:Validating|Evaluating|Validation|Evaluation)\b(?:[ .:]|$)|Validation DataLoader \d+)",
+     "samples": [("***** Running Evaluation *****", {}), ("Starting validation at step 2000", {})]},
+    {"name": "sample-start", "kind": "sample_start", "level": "info",
+     "triggers": ["ampl", "enerat"],
+     "pattern": r"(?i)(?:\b(?:start(?:ing)?|running|begin)\s+(?:the\s+)?(?:sampling|generation)\b|^\s*(?:Sampling|Generating)\b(?! \w+ from)|\bgenerating (?:\d+ )?(?:samples|images|videos)\b)",
+     "samples": [("Generating samples at step 2000", {}), ("Sampling 64 images per device", {})]},
+    # ---- numerics
+    {"name": "nan-loss", "kind": "nan", "level": "error",
+     "triggers": ["nan", "NaN", "inf", "Inf", "NAN"],
+     "pattern": r"(?i)(?:\b(?P<metric>[\w/.]*loss[\w/.]*)['\"]?\s*[:=]\s*['\"]?\s*(?P<value>-?nan|-?inf(?:inity)?)\b|\b(?:loss|gradient) (?:is|became|becomes) (?P<value2>nan|inf)\b|(?P<check>NaN or Inf found in input tensor)|Function '(?P<fn>\w+)' returned (?P<anomaly>nan) values|(?P<nonfinite>non-finite loss|loss is not finite|detected nan))",
+     "samples": [("=> STEP  750   lr: 0.000600   giou_loss:  nan   conf_loss: 10.89", {"metric": "giou_loss", "value": "nan"}),
+                 ("total_losses:nan", {"metric": "total_losses", "value": "nan"}),
+                 ("{'loss': nan, 'learning_rate': 1e-05}", {"metric": "loss", "value": "nan"})]},
+    {"name": "numeric-warning", "kind": "numeric_warning", "level": "warning",
+     "triggers": ["RuntimeWarning", "Gradient overflow"],
+     "pattern": r"(?:RuntimeWarning: (?P<what>divide by zero|invalid value|overflow) encountered in (?P<op>\w+)|Gradient overflow\.\s+Skipping step)",
+     "samples": [("../libs/box_utils/bbox_transform.py:99: RuntimeWarning: divide by zero encountered in log", {"what": "divide by zero", "op": "log"})]},
+    # ---- DDP misuse
+    {"name": "ddp-unused", "kind": "ddp_error", "level": "error",
+     "triggers": ["did not receive grad", "finished reduction in the prior iteration", "marked as ready", "mark a variable ready", "appears not to match", "DDP expects same model"],
+     "pattern": r"(?:Parameter(?:s| indices) which did not receive grad for rank (?P<rank>\d+)|Expected to have finished reduction in the prior iteration|(?:has been )?marked as ready twice|Expected to mark a variable ready only once|appears not to match (?:sizes|strides)|DDP expects same model across all ranks)",
+     "samples": [("Parameters which did not receive grad for rank 0: _forward_module.model.x.bias", {"rank": "0"})]},
+    # ---- GPU hardware (§7.4)
+    {"name": "gpu-ecc", "kind": "gpu_hw", "level": "error",
+     "triggers": ["ECC", "Xid", "fallen off the bus", "device handle", "GPU is lost", "AER", "NVLink", "SXid"],
+     "pattern": r"(?:(?P<ecc>uncorrectable ECC error encountered|CUDA_ERROR_ECC_UNCORRECTABLE|double bit error \(DBE\)|Uncorrectable ECC)|NVRM: Xid \((?:PCI:)?(?P<bus>[0-9a-fA-F:.]+)\): (?P<xid>\d+)(?:, pid=(?P<pid>'?[^,]*'?))?(?:, name=(?P<pname>[^,]*))?,? ?(?P<xmsg>.*)|(?P<offbus>fallen off the bus)|Unable to determine the device handle for GPU ?(?P<lost_bus>[0-9A-Fa-f:.]+): (?P<lost_err>.+)|(?P<lost>GPU is lost)|(?P<aer>AER: (?:Uncorrected|Corrected) \(\w+\) error)|(?P<nvlink>NVLink (?:error|fatal))|nvidia-nvswitch\d+: SXid \((?P<sbus>[^)]*)\): (?P<sxid>\d+))",
+     "samples": [("RuntimeError: CUDA error: uncorrectable ECC error encountered", {"ecc": "uncorrectable ECC error encountered"}),
+                 ("NVRM: Xid (PCI:0000:3b:00): 79, pid=123, name=python, GPU has fallen off the bus.", {"xid": "79", "bus": "0000:3b:00"}),
+                 ("Unable to determine the device handle for GPU0000:03:00.0: Unknown Error", {"lost_bus": "0000:03:00.0", "lost_err": "Unknown Error"})]},
+    {"name": "cuda-fatal", "kind": "cuda_error", "level": "error",
+     "triggers": ["CUDA error", "cudaError", "device-side assert"],
+     "pattern": r"(?:CUDA error: (?P<what>(?!out of memory|uncorrectable)[^\n.]+)|(?P<assert>device-side assert triggered))",
+     "samples": [("RuntimeError: CUDA error: an illegal memory access was encountered", {"what": "an illegal memory access was encountered"})]},
+    # ---- process lifecycle (§4)
+    {"name": "agent-failed", "kind": "exit", "level": "error",
+     "triggers": ["exitcode:", "return code =", "terminated with code", "terminated with exit code", "exited with code"],
+     "pattern": r"(?:failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid>\d+)\)|exits with return code = (?P<code2>-?\d+)|Child process with PID (?P<pid2>\d+) terminated with code (?P<code3>-?\d+)|process (?P<proc>\d+) terminated with (?:exit code|signal) (?P<code4>-?\w+)|exited with code (?P<code5>-?\d+))",
+     "samples": [("E1121 13:18:24.116000 6755 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 6788) of binary: /x/python3",
+                  {"code": "1", "local_rank": "0", "pid": "6788"})]},
+    {"name": "signal", "kind": "signal", "level": "warning",
+     "triggers": ["signal", "SIGTERM", "SIGKILL", "Segmentation fault", "core dumped", "Fatal Python error", "Aborted"],
+     "pattern": r"(?:Sending process (?P<pid>\d+) closing signal (?P<sent>SIG\w+)|Received (?P<recv>\d+) death signal|got signal: (?P<got>\d+)|Signal (?P<sig>\d+) \((?P<name>SIG\w+)\) received by PID (?P<victim>\d+)|Received (?P<recv_name>SIG\w+)|(?P<segv>Segmentation fault)|(?P<core>core dumped)|Fatal Python error: (?P<fatal>.*)|(?P<abort>^Aborted\b))",
+     "samples": [("W1121 13:18:24.100000 6755 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 6789 closing signal SIGTERM", {"pid": "6789", "sent": "SIGTERM"})]},
+    {"name": "cpp-terminate", "kind": "error", "level": "error",
+     "triggers": ["terminate called", "what():"],
+     "pattern": r"(?:terminate called after throwing an instance of '(?P<cpp_type>[^']+)'|what\(\):\s+(?P<what>.*))",
+     "samples": [("terminate called after throwing an instance of 'c10::DistBackendError'", {"cpp_type": "c10::DistBackendError"})]},
+    {"name": "teardown-failure", "kind": "teardown", "level": "warning",
+     "triggers": ["Some NCCL operations have failed", "taking the entire process down", "watchdog thread terminated", "driver shutting down", "destroy_process_group"],
+     "pattern": r"(?:Some NCCL operations have failed or timed out|taking the entire process down|(?P<wd>watchdog thread terminated with exception)|(?P<shutdown>driver shutting down)|destroy_process_group\(\) was not called)",
+     "samples": [("[E ProcessGroupNCCL.cpp:495] To avoid data inconsistency, we are taking the entire process down.", {})]},
+    # ---- loggers (§8)
+    {"name": "wandb-line", "kind": "wandb", "level": "info",
+     "triggers": ["wandb", "W&B"],
+     "pattern": r"(?:(?P<retry>Network error|retrying HTTP error|Retrying)\s*\(?(?P<exc>\w*)\)?,? ?(?:entering retry loop)?|(?P<finish>Waiting for W&B process to finish)|_on_finish\(\)[^\]]*\] got exit ret: (?P<exit_ret>\w+)|Tracking run with wandb version (?P<version>\S+)|wandb: (?P<err>ERROR) (?P<errmsg>.*)|(?P<sync>wandb: (?:Syncing run|Run data is saved locally)))",
+     "samples": [("wandb: Network error (ConnectTimeout), entering retry loop.", {"exc": "ConnectTimeout"}),
+                 ("2023-05-23 11:16:58,008 INFO    MainThread:1507596 [wandb_run.py:_on_finish():2224] got exit ret: None", {"exit_ret": "None"})]},
+    # ---- torchrun summary and launcher context
+    {"name": "torchrun-failed-title", "kind": "torchrun_summary", "level": "error",
+     "triggers": ["ChildFailedError", "Root Cause (first observed failure)"],
+     "pattern": r"(?:(?P<cfe>ChildFailedError)|Root Cause \(first observed failure\))",
+     "samples": [("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", {"cfe": "ChildFailedError"})]},
+    {"name": "world-size", "kind": "config", "level": "info",
+     "triggers": ["WORLD_SIZE", "world_size", "MEMBER:", "nranks", "world=", "nproc_per_node", "nproc-per-node", "global_world_sizes", "num_processes"],
+     "pattern": r"(?:\bWORLD_SIZE\s*[=:]\s*(?P<ws1>\d+)|\bworld_size\s*[=:]\s*(?P<ws2>\d+)|MEMBER: \d+/(?P<ws3>\d+)|\bworld=(?P<ws4>\d+)|global_world_sizes=\[(?P<ws5>\d+)|--nproc[_-]per[_-]node[= ](?P<nproc>\d+)|\bnum_processes\s*[=:]\s*(?P<ws6>\d+))",
+     "samples": [("Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2", {"ws3": "2"}), ("rank 1 initialized, world=2", {"ws4": "2"})]},
+    {"name": "rdzv-ranks", "kind": "config", "level": "info",
+     "triggers": ["global_ranks="],
+     "pattern": r"global_ranks=\[(?P<global_ranks>[\d, ]+)\]",
+     "samples": [("  global_ranks=[0, 1]", {"global_ranks": "0, 1"})]},
+    {"name": "nccl-version", "kind": "config", "level": "info",
+     "triggers": ["NCCL version"],
+     "pattern": r"NCCL version (?P<nccl_version>\d+\.\d+\.\d+)(?:\+cuda(?P<cuda>[\d.]+))?",
+     "samples": [("NCCL version 2.18.1+cuda12.0", {"nccl_version": "2.18.1", "cuda": "12.0"})]},
+    {"name": "torch-dist-debug", "kind": "config", "level": "info",
+     "triggers": ["TORCH_DISTRIBUTED_DEBUG", "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE", "NCCL_DEBUG"],
+     "pattern": r"(?P<env>TORCH_DISTRIBUTED_DEBUG|TORCH_NCCL_TRACE_BUFFER_SIZE|TORCH_FR_BUFFER_SIZE|NCCL_DEBUG)\s*=\s*(?P<value>\w+)",
+     "samples": [("export TORCH_DISTRIBUTED_DEBUG=DETAIL", {"env": "TORCH_DISTRIBUTED_DEBUG", "value": "DETAIL"})]},
+    {"name": "tokenize-prep", "kind": "data_prep", "level": "info",
+     "triggers": ["okeniz", "preprocess", "Map", "map", "prepare_data", "Loading dataset", "Generating train split", "main_process_first", "Filter"],
+     "pattern": r"(?i)(?:running tokenizer|tokeniz(?:ing|ation)\b|\bmap\b.*?\d+/\d+|preprocess(?:ing)?\b|prepare_data|main_process_first|generating \w+ split|loading dataset|\bfilter\b.*?\d+/\d+)",
+     "samples": [("Running tokenizer on dataset:   9%|███▊    | 280000/2969526 [29:55<4:48:08, 155.57 examples/s]", {})]},
+]
+
+
+@dataclass(frozen=True)
+class LineFormat:
+    """A compiled line format."""
+    name: str
+    kind: str
+    level: str
+    triggers: tuple[str, ...]
+    regex: regex.Pattern
+
+
+class FormatError(ValueError):
+    """A format definition whose samples do not parse."""
+
+
+def load_formats(defs: list[dict] = FORMAT_DEFS) -> list[LineFormat]:
+    """Compile the definitions; refuse any whose samples do not match or yield other values than declared."""
+    out = []
+    names = set()
+    for d in defs:
+        if d["name"] in names:
+            raise FormatError(f"duplicate format name {d['name']}")
+        names.add(d["name"])
+        rx = regex.compile(d["pattern"])
+        if not d.get("samples"):
+            raise FormatError(f"format {d['name']} has no sample lines")
+        for line, want in d["samples"]:
+            if not any(t in line for t in d["triggers"]):
+                raise FormatError(f"format {d['name']}: sample has none of the triggers: {line!r}")
+            m = rx.search(line)
+            if not m:
+                raise FormatError(f"format {d['name']}: sample does not match: {line!r}")
+            for key, value in want.items():
+                if m.group(key) != value:
+                    raise FormatError(f"format {d['name']}: {key}={m.group(key)!r}, want {value!r} in {line!r}")
+        out.append(LineFormat(d["name"], d["kind"], d["level"], tuple(d["triggers"]), rx))
+    return out
+
+
+FORMATS = load_formats()
+# One alternation of every trigger: a line that contains none of them is skipped without running any format.
+TRIGGER_RE = regex.compile("|".join(sorted({regex.escape(t) for f in FORMATS for t in f.triggers}, key=len, reverse=True)))
+
+
+def match_line(message: str) -> list[tuple[LineFormat, regex.Match]]:
+    """All formats that match a (prefix-stripped) message, in declaration order; cheap when nothing triggers."""
+    if not TRIGGER_RE.search(message):
+        return []
+    hits = []
+    for fmt in FORMATS:
+        for t in fmt.triggers:
+            if t in message:
+                m = fmt.regex.search(message)
+                if m:
+                    hits.append((fmt, m))
+                break
+    return hits

@@ -1,0 +1,114 @@
+"""Launcher and logging prefixes (FORMATS.md §0, §2.1, §4.1, §5), declared as data and stripped left to right."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import regex
+
+# Each prefix: name, anchored pattern, and sample lines with the fields they must yield (checked by load_prefixes).
+# Groups that carry meaning: rank, local_rank, host, ts, level, pid. Everything else is consumed and dropped.
+PREFIX_DEFS: list[dict] = [
+    {"name": "torch_excepthook", "pattern": r"\[rank(?P<rank>\d+)\]:\s?",
+     "samples": [("[rank1]: ValueError: corrupt sample at step 3", {"rank": "1"})]},
+    {"name": "torchrun_tee", "pattern": r"\[(?P<role>[A-Za-z_][A-Za-z_-]*?)(?P<local_rank>\d+)\]:",
+     "samples": [("[default1]:[rank1]: ValueError: x", {"local_rank": "1"}),
+                 ("[trainer0]:hello", {"local_rank": "0"})]},
+    {"name": "mpirun_tag", "pattern": r"\[(?P<job>\d+),(?P<rank>\d+)\](?:\[(?P<host>[^:\]]+):(?P<pid>\d+)\])?<(?:stdout|stderr|stddiag)>:\s?",
+     "samples": [("[1,3]<stdout>:test-nccl-efa-worker-0:23:75 [3] NCCL INFO Connected NVLS tree", {"rank": "3"}),
+                 ("[1,0][node1:123]<stderr>:x", {"rank": "0", "host": "node1"})]},
+    {"name": "lightning_rank", "pattern": r"\[rank: (?P<rank>\d+)\]\s",
+     "samples": [("[rank: 1] Child process with PID 5 terminated with code 1.", {"rank": "1"})]},
+    {"name": "ray_actor", "pattern": r"\((?P<actor>[A-Za-z_][\w.]*) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\)\s",
+     "samples": [("(RayWorkerWrapper pid=1019) INFO 01-29 07:44:20 selector.py:120] x", {"pid": "1019"})]},
+    {"name": "logviewer_lineno", "pattern": r"\[\d{1,9}\] (?=\[)",
+     "samples": [("[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] x", {})]},
+    {"name": "wrapper_stream", "pattern": r"(?:stderr|stdout): ",
+     "samples": [("stderr: ERROR:torch.distributed.elastic.multiprocessing.api:failed", {})]},
+    {"name": "iso_timestamp",
+     "pattern": r"\[?(?P<ts>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?(?: \|)?\s+",
+     "samples": [("[2024-05-08 08:47:31,261] torch.distributed.elastic.multiprocessing.api: [WARNING] x",
+                  {"ts": "2024-05-08 08:47:31,261"}),
+                 ("2023-07-26 04:37:11.717 | INFO     | utils.train:start:110 - x", {"ts": "2023-07-26 04:37:11.717"})]},
+    {"name": "syslog_timestamp",
+     "pattern": r"(?P<ts>(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} \d\d:\d\d:\d\d) (?:(?P<host>[\w.-]+) (?=\S+:))?",
+     "samples": [("Nov 20 16:03:25 RuntimeError: NCCL error", {"ts": "Nov 20 16:03:25"}),
+                 ("May 15 23:09:30 node7 kernel: Out of memory", {"host": "node7"})]},
+]
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """A compiled prefix definition."""
+    name: str
+    regex: regex.Pattern
+
+
+class PrefixError(ValueError):
+    """A prefix definition whose samples do not parse."""
+
+
+def load_prefixes(defs: list[dict] = PREFIX_DEFS) -> list[Prefix]:
+    """Compile prefix definitions, rejecting any whose sample lines do not yield the declared fields."""
+    out = []
+    for d in defs:
+        rx = regex.compile(d["pattern"])
+        for line, want in d["samples"]:
+            m = rx.match(line)
+            if not m:
+                raise PrefixError(f"prefix {d['name']}: sample does not match: {line!r}")
+            for key, value in want.items():
+                if m.group(key) != value:
+                    raise PrefixError(f"prefix {d['name']}: {key}={m.group(key)!r}, want {value!r} in {line!r}")
+        out.append(Prefix(d["name"], rx))
+    return out
+
+
+PREFIXES = load_prefixes()
+_FIRST_CHARS = set("[(sS0123456789JFMASOND")
+
+# c10/glog-style level prefixes stay part of the message (they carry the level and file:line), but we read them.
+C10_PREFIX = regex.compile(
+    r"\[(?P<level>[IWEF])(?:(?P<mmdd>\d{4}) (?P<hms>\d\d:\d\d:\d\d)\.\d+ )?\s*(?P<file>[\w.]+):(?P<line>\d+)\] ")
+GLOG_PREFIX = regex.compile(
+    r"(?P<level>[IWEF])(?P<mmdd>\d{4}) (?P<hms>\d\d:\d\d:\d\d)\.\d+ +(?P<tid>\d+) (?P<file>[\w./-]+):(?P<line>\d+)\] ")
+PYLOG_LEVEL = regex.compile(r"(?:\[(?P<l1>ERROR|WARNING|INFO|DEBUG|CRITICAL)\]|(?P<l2>ERROR|WARNING|CRITICAL):[\w.]+:)")
+
+
+def strip_prefixes(line: str) -> tuple[str, dict]:
+    """Strip stacked launcher/log prefixes from the left; return the message and what the prefixes said."""
+    info: dict = {}
+    msg = line
+    for _ in range(8):  # prefixes stack a few deep at most
+        if not msg or msg[0] not in _FIRST_CHARS:
+            break
+        for p in PREFIXES:
+            m = p.regex.match(msg)
+            if m and m.end() > 0:
+                g = m.groupdict()
+                if g.get("rank") is not None and "rank" not in info:
+                    info["rank"] = int(g["rank"])
+                if g.get("local_rank") is not None and "local_rank" not in info:
+                    info["local_rank"] = int(g["local_rank"])
+                for key in ("host", "ts", "pid"):
+                    if g.get(key) and key not in info:
+                        info[key] = g[key]
+                msg = msg[m.end():]
+                break
+        else:
+            break
+    lvl = _level(msg)
+    if lvl:
+        info["level"] = lvl
+    return msg, info
+
+
+def _level(msg: str) -> str | None:
+    if msg[:1] == "[":
+        m = C10_PREFIX.match(msg)
+        if m:
+            return m.group("level")
+    elif msg[:1] in "IWEF":
+        m = GLOG_PREFIX.match(msg)
+        if m:
+            return m.group("level")
+    return None

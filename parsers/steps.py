@@ -1,0 +1,111 @@
+"""Progress and step lines (FORMATS.md §9): tqdm bars, HF Trainer dicts, Megatron, Lightning, custom loops."""
+from __future__ import annotations
+
+import ast
+
+import regex
+
+TQDM_RE = regex.compile(
+    r"(?:(?P<desc>[^\r|]*?):? *)?(?P<pct>\d+)%\|(?P<bar>[^|]*)\| *(?P<n>\d+)/(?P<total>\d+|\?) "
+    r"\[(?P<elapsed>[\d:]+|\?)<(?P<remaining>[\d:]+|\?),\s*(?P<rate>[\d.]+|\?)\s*(?P<unit>[\w ]*?/s|s/[\w ]*?)(?:, (?P<postfix>[^\]]*))?\]")
+MEGATRON_RE = regex.compile(r"\biteration\s+(?P<step>\d+)\s*/\s*(?P<total>\d+)\s*\|(?P<rest>.*)")
+HF_DICT_RE = regex.compile(r"^\{'(?:loss|eval_loss|train_runtime|train_loss|grad_norm|learning_rate|epoch)'.*\}\s*$")
+GENERIC_STEP_RE = regex.compile(
+    r"(?i)(?:^|[\s\[|,(])(?:global_step|step|iter(?:ation)?|it|batch)(?:\s*#)?\s*[:=]?\s*(?P<step>\d+)(?:\s*/\s*(?P<total>\d+))?\b")
+LOSS_RE = regex.compile(
+    r"(?i)\b(?:(?:train|total|lm|avg|mean|running)[ _]?)?loss(?:es)?\b['\"]?\s*[:=]?\s*['\"]?(?P<loss>-?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf))")
+LR_RE = regex.compile(r"(?i)\b(?:lr|learning[ _]rate)\b['\"]?\s*[:=]?\s*['\"]?\[?(?P<lr>\d+\.?\d*(?:e[-+]?\d+)?)")
+EPOCH_RE = regex.compile(r"(?i)\b(?:epoch|ep)\b\s*[:=]?\s*(?P<epoch>\d+(?:\.\d+)?)")
+LOSS_ANY_RE = regex.compile(
+    r"(?i)\b\w*loss\w*\b['\"]?\s*[:=]?\s*['\"]?(?P<loss>-?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf))")
+METRIC_PAIR_RE = regex.compile(r"(?i)\b[a-z][\w/.]*\s*[:=]?\s+-?\d+\.\d+\b|\b[a-z][\w/.]*[:=]\s*-?\d")
+STEP_FIRST_RE = regex.compile(r"(?i)^\W{0,4}(?:global_step|step|iter(?:ation)?|it|batch)\b")
+ELAPSED_MS_RE = regex.compile(r"elapsed time per iteration \(ms\):\s*(?P<ms>[\d.]+)")
+
+_EVAL_WORDS = regex.compile(r"(?i)\b(?:val(?:id(?:ation|ate|ating)?)?|eval(?:uat\w*)?|test(?:ing)?|predict\w*|sanity)\b")
+_SAMPLE_WORDS = regex.compile(r"(?i)\b(?:sampl\w*|generat\w*|inference|infer)\b")
+_PREP_WORDS = regex.compile(r"(?i)\b(?:tokeniz\w*|map|filter|preprocess\w*|loading|download\w*|prepar\w*|generating \w+ split|shuffl\w*|caching|"
+                            r"computing checksums|extracting|resolving)\b")
+
+
+def phase_of(desc: str) -> str:
+    """Which part of the loop a progress description names: train, eval, sample, or data (preparation)."""
+    if not desc:
+        return "train"
+    if _PREP_WORDS.search(desc):
+        return "data"
+    if _EVAL_WORDS.search(desc):
+        return "eval"
+    if _SAMPLE_WORDS.search(desc):
+        return "sample"
+    return "train"
+
+
+def _num(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_step(message: str) -> dict | None:
+    """A steps row (without the common columns) for a progress/step line, or None."""
+    if "%|" in message:
+        m = TQDM_RE.search(message)
+        if m:
+            desc = (m.group("desc") or "").strip()
+            total = m.group("total")
+            row = {"step": int(m.group("n")), "total": int(total) if total.isdigit() else None,
+                   "phase": phase_of(desc), "desc": desc[:120]}
+            post = m.group("postfix") or ""
+            lm = LOSS_RE.search(post)
+            if lm:
+                row["loss"] = _num(lm.group("loss"))
+            em = EPOCH_RE.search(desc)
+            if em:
+                row["epoch"] = _num(em.group("epoch"))
+            rate, unit = m.group("rate"), (m.group("unit") or "")
+            if rate not in (None, "?") and unit.startswith("s/"):
+                row["step_time"] = _num(rate)
+            elif rate not in (None, "?") and float(rate) > 0 and unit.endswith("/s") and unit.startswith("it"):
+                row["step_time"] = 1.0 / float(rate)
+            return row
+    if message.startswith("{'") and HF_DICT_RE.match(message):
+        try:
+            d = ast.literal_eval(message.replace("nan", "None").replace("inf", "None"))
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+        if not isinstance(d, dict):
+            return None
+        loss = d.get("loss", d.get("train_loss", d.get("eval_loss")))
+        phase = "eval" if any(k.startswith("eval_") for k in d) else "train"
+        row = {"step": None, "phase": phase, "desc": "hf-trainer-log",
+               "loss": _num(str(loss)) if loss is not None else (float("nan") if "'loss': nan" in message else None),
+               "lr": _num(str(d.get("learning_rate"))) if d.get("learning_rate") is not None else None,
+               "epoch": _num(str(d.get("epoch"))) if d.get("epoch") is not None else None}
+        return row
+    if "iteration" in message:
+        m = MEGATRON_RE.search(message)
+        if m:
+            rest = m.group("rest")
+            lm = regex.search(r"lm loss:\s*(?P<loss>[\d.eE+-]+|nan|inf)", rest)
+            lr = regex.search(r"learning rate:\s*(?P<lr>[\d.eE+-]+)", rest)
+            ms = ELAPSED_MS_RE.search(rest)
+            return {"step": int(m.group("step")), "total": int(m.group("total")), "phase": "train", "desc": "megatron",
+                    "loss": _num(lm.group("loss")) if lm else None, "lr": _num(lr.group("lr")) if lr else None,
+                    "step_time": float(ms.group("ms")) / 1000 if ms else None}
+    m = GENERIC_STEP_RE.search(message)
+    if m:
+        lm = LOSS_RE.search(message) or LOSS_ANY_RE.search(message)
+        lr = LR_RE.search(message)
+        rest = message[m.end():]
+        if not (lm or lr or m.group("total") or STEP_FIRST_RE.match(message) or METRIC_PAIR_RE.search(rest)):
+            return None
+        em = EPOCH_RE.search(message)
+        return {"step": int(m.group("step")), "total": int(m.group("total")) if m.group("total") else None,
+                "phase": phase_of(message[: m.start()]) if _EVAL_WORDS.search(message[:40]) else "train",
+                "desc": "custom", "loss": _num(lm.group("loss")) if lm else None,
+                "lr": _num(lr.group("lr")) if lr else None, "epoch": _num(em.group("epoch")) if em else None}
+    return None

@@ -1,0 +1,423 @@
+"""Line-oriented text logs (rank logs, consoles, NCCL debug files, dmesg): events, tracebacks, steps, NCCL lines."""
+from __future__ import annotations
+
+import regex
+
+from parsers import formats as fmts
+from parsers.base import ParseResult, register
+from parsers.prefixes import strip_prefixes
+from parsers.steps import parse_step
+from postmortem import textio
+from postmortem.discover import Source
+
+FRAME_RE = regex.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+?))?\s*$')
+EXC_RE = regex.compile(
+    r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Timeout|Fault|Warning)|Exception))"
+    r"(?::\s?(?P<msg>.*))?$")
+CHAIN_RE = regex.compile(r"^(?:During handling of the above exception, another exception occurred|"
+                         r"The above exception was the direct cause of the following exception):?\s*$")
+CARET_RE = regex.compile(r"^\s*[~^]+\s*$")
+MSG_RANK_RES = [
+    regex.compile(r"^\W{0,3}\[?(?:Rank|RANK|rank)[ :=]?(?P<r>\d+)\]?(?:[:\]\s,]|$)"),
+    regex.compile(r"\[(?:PG [^\]]*?)?Rank (?P<r>\d+)\]"),
+    regex.compile(r"\bGLOBAL_RANK: (?P<r>\d+)"),
+    regex.compile(r"(?:^|[\s(])rank[=:](?P<r>\d+)\b"),
+    regex.compile(r"^\[(?P<r>\d+)\] is setting up NCCL communicator"),
+    regex.compile(r"^Rank (?P<r>\d+)/\d+\b"),
+]
+NCCL_LINE_RE = regex.compile(
+    r"^(?:\[(?P<ts>[^\]]+)\] )?(?P<host>[^:\s\[]+):(?P<pid>\d+):(?P<tid>\d+) (?:\[(?P<dev>\d+)\] )?"
+    r"(?:[\d.]+ \w+:\d+ )?(?:(?P<file>[\w./-]+):(?P<srcline>\d+) (?:\((?P<func>[^)]*)\) )?)?NCCL (?P<level>INFO|WARN|TRACE|CALL) (?P<msg>.*)$")
+NCCL_INIT_RE = regex.compile(
+    r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
+    r"(?: nvmlDev \d+)?(?: busId (?P<bus>[0-9a-fA-F]+))?(?: commId (?P<commid>0x[0-9a-fA-F]+))?")
+HOSTPID_RE = regex.compile(r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):\d+ ")
+SRUN_LABEL_RE = regex.compile(r"^\s{0,4}(?:P\d+ )?(?P<rank>\d{1,5}): ")
+HOST_PREFIX_RE = regex.compile(r"^(?P<host>[A-Za-z][\w.-]*[\d-][\w.-]*): ")
+CONFIG_RE = regex.compile(
+    r"(?i)(?:--|\b)(?P<key>[a-z_][\w.-]*?(?:batch_size|batch|_period|period|every|_interval|interval|_steps|_freq|"
+    r"frequency|num_workers|epochs|timeout|ddp_timeout)\w*)['\"]?(?:\s*[=:]\s*|\s+)['\"]?(?P<value>\d+(?:\.\d+)?)\b")
+CONFIG_TRIGGER = regex.compile(r"(?i)batch|period|every|interval|steps|freq|workers|epochs|timeout")
+WORK_KV_RE = regex.compile(r"(\w+(?:\(ms\))?)=([^,]+)")
+TEMPLATE_MASKS = [
+    (regex.compile(r"0x[0-9a-fA-F]+"), "<HEX>"),
+    (regex.compile(r"(?:/[\w.@+-]+)+/?"), "<PATH>"),
+    (regex.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<IP>"),
+    (regex.compile(r"\d+(?:\.\d+)?"), "<N>"),
+]
+# A log line glued onto a progress bar (no newline between them): split before the second message's start.
+GLUE_SPLIT_RE = regex.compile(
+    r"(?<=\S)(?=(?:\[rank\d+\]:)?\[[IWEF](?:\d{4} [\d:.]+)?\s*\w+\.\w+:\d+\] |Traceback \(most recent call last\):)")
+MAX_OPEN_GAP = 60          # lines without a frame after which an open traceback is closed
+MAX_FRAMES = 200           # frames kept per traceback (innermost kept)
+MAX_EVENTS_PER_KIND = 5000  # per source: repeated lines beyond this are counted, not stored
+SCHEME_SAMPLE = 400
+
+
+def template_of(message: str) -> str:
+    """Drain-style template: numbers, hex, paths and addresses masked, so repeated messages group."""
+    t = message[:300]
+    for rx, mask in TEMPLATE_MASKS:
+        t = rx.sub(mask, t)
+    return t
+
+
+def message_rank(message: str) -> int | None:
+    """A rank stated inside the message itself (`[Rank 3]`, `rank=3`, `GLOBAL_RANK: 3`), or None."""
+    if "ank" not in message and "RANK" not in message and not message.startswith("["):
+        return None
+    for rx in MSG_RANK_RES:
+        m = rx.search(message)
+        if m:
+            return int(m.group("r"))
+    return None
+
+
+class _Scheme:
+    """File-level prefix schemes that are too ambiguous to accept per line (srun labels, pdsh host prefixes)."""
+
+    def __init__(self, head_lines: list[str]):
+        n = max(1, len(head_lines))
+        labels = sum(1 for ln in head_lines if SRUN_LABEL_RE.match(ln))
+        self.srun = labels >= max(3, n // 3)
+        hosts: dict[str, int] = {}
+        for ln in head_lines:
+            m = HOST_PREFIX_RE.match(ln)
+            if m and not m.group("host").endswith(("Error", "Warning", "Exception")):
+                hosts[m.group("host")] = hosts.get(m.group("host"), 0) + 1
+        self.hosts = {h for h, c in hosts.items() if c >= max(2, n // 10)}
+
+    def strip(self, line: str) -> tuple[str, dict]:
+        info: dict = {}
+        if self.hosts:
+            m = HOST_PREFIX_RE.match(line)
+            if m and m.group("host") in self.hosts:
+                info["host"] = m.group("host")
+                line = line[m.end():]
+        if self.srun:
+            m = SRUN_LABEL_RE.match(line)
+            if m:
+                info["rank"] = int(m.group("rank"))
+                line = line[m.end():]
+        return line, info
+
+
+class _TracebackCollector:
+    """Per-stream state machine that assembles (possibly interleaved, excerpted) Python tracebacks."""
+
+    def __init__(self, result: ParseResult, source: Source):
+        self.result, self.source = result, source
+        self.open: dict = {}        # stream key -> traceback being built
+        self.last_closed: dict = {}  # stream key -> index of last closed traceback
+        self.pending_chain: dict = {}
+        self.count = 0
+
+    def feed(self, key, lineno: int, message: str, ctx: dict) -> bool:
+        """Consume a line if it belongs to a traceback; True when consumed."""
+        tb = self.open.get(key)
+        stripped = message.strip()
+        if stripped == "Traceback (most recent call last):":
+            if tb:
+                self._close(key, None, None)
+            self.open[key] = self._new(lineno, ctx, key)
+            return True
+        fm = FRAME_RE.match(message) if "File \"" in message else None
+        if fm:
+            if tb is None:
+                tb = self.open[key] = self._new(lineno, ctx, key)
+            tb["frames"].append({"file": fm.group("file"), "line": int(fm.group("line")),
+                                 "func": (fm.group("func") or "?").strip()})
+            if len(tb["frames"]) > MAX_FRAMES:
+                del tb["frames"][0]
+            tb["last_frame_line"] = lineno
+            return True
+        if CHAIN_RE.match(stripped):
+            if tb:
+                self._close(key, None, None)
+            self.pending_chain[key] = self.last_closed.get(key)
+            return True
+        if tb is not None:
+            if message[:1] in (" ", "\t") or CARET_RE.match(message):
+                if tb["frames"] and "code" not in tb["frames"][-1] and not CARET_RE.match(message):
+                    tb["frames"][-1]["code"] = stripped[:300]
+                return True
+            em = EXC_RE.match(message)
+            if em:
+                self._close(key, em.group("type"), em.group("msg"), lineno)
+                return False  # the exception line is also scanned for events
+            if lineno - tb["last_frame_line"] > MAX_OPEN_GAP:
+                self._close(key, None, None)
+            return False
+        em = EXC_RE.match(message)
+        if em and not em.group("type").endswith("Warning") and (em.group("msg") is not None):
+            # A bare exception line with no traceback (an excerpt, or a C++-raised error printed alone).
+            self.open[key] = self._new(lineno, ctx, key)
+            self._close(key, em.group("type"), em.group("msg"), lineno)
+        return False
+
+    def _new(self, lineno: int, ctx: dict, key) -> dict:
+        return {"line": lineno, "ctx": dict(ctx), "frames": [], "last_frame_line": lineno,
+                "chained_from": self.pending_chain.pop(key, None)}
+
+    def _close(self, key, exc_type, exc_msg, end_line=None) -> None:
+        tb = self.open.pop(key, None)
+        if tb is None:
+            return
+        if exc_type is None and not tb["frames"]:
+            return
+        frames = list(reversed(tb["frames"]))  # innermost first, like stacks
+        ctx = tb["ctx"]
+        row = {"source": self.source.source, "line": tb["line"], "rank": ctx.get("rank"), "host": ctx.get("host"),
+               "ts": ctx.get("ts"), "exc_type": exc_type or "<truncated>", "exc_message": (exc_msg or "")[:2000],
+               "frames": frames, "last_user_frame": _last_user_frame(frames),
+               "chained_from": tb["chained_from"], "end_line": end_line or tb["last_frame_line"]}
+        self.result.add("tracebacks", row)
+        self.last_closed[key] = self.count
+        self.count += 1
+
+    def finish(self) -> None:
+        for key in list(self.open):
+            self._close(key, None, None)
+
+
+def _last_user_frame(frames_innermost_first: list[dict]) -> dict | None:
+    for fr in frames_innermost_first:
+        f = fr["file"]
+        if not any(s in f for s in ("site-packages", "dist-packages", "/lib/python", "<frozen", "\\lib\\")):
+            return fr
+    return frames_innermost_first[0] if frames_innermost_first else None
+
+
+class _TorchrunSummary:
+    """Reads torchrun's ChildFailedError block into one event per listed failure (FORMATS.md §4.2)."""
+    FIELD_RE = regex.compile(r"^\s*(?P<k>time|host|rank|exitcode|error_file|traceback)\s*:\s?(?P<v>.*)$")
+    RANK_RE = regex.compile(r"(?P<rank>-?\d+) \(local_rank: (?P<local>\d+)\)")
+    EXIT_RE = regex.compile(r"(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)\s*(?:\((?P<sig>SIG\w+)\))?")
+
+    def __init__(self, result: ParseResult, source: Source):
+        self.result, self.source = result, source
+        self.section = None
+        self.cur: dict | None = None
+
+    def feed(self, lineno: int, message: str) -> None:
+        s = message.strip()
+        if s.startswith("Root Cause (first observed failure)"):
+            self._flush(); self.section = "root"; return
+        if s == "Failures:":
+            self._flush(); self.section = "other"; return
+        if self.section is None:
+            return
+        if regex.match(r"^\[\d+\]:$", s):
+            self._flush(); self.cur = {"line": lineno, "root": self.section == "root"}; return
+        if s.startswith("====="):
+            self._flush(); self.section = None; return
+        if s.startswith("-----"):
+            self._flush(); return
+        m = self.FIELD_RE.match(message)
+        if m and self.cur is not None:
+            k, v = m.group("k"), m.group("v").strip()
+            if k == "rank":
+                rm = self.RANK_RE.search(v)
+                if rm:
+                    self.cur["rank"], self.cur["local_rank"] = int(rm.group("rank")), int(rm.group("local"))
+            elif k == "exitcode":
+                em = self.EXIT_RE.search(v)
+                if em:
+                    self.cur["exitcode"], self.cur["pid"] = int(em.group("code")), int(em.group("pid"))
+                    if em.group("sig"):
+                        self.cur["signal"] = em.group("sig")
+            else:
+                self.cur[k] = v[:500]
+
+    def _flush(self) -> None:
+        cur, self.cur = self.cur, None
+        if not cur or "rank" not in cur:
+            return
+        msg = (f"torchrun: rank {cur['rank']} exitcode {cur.get('exitcode')}"
+               f"{' ' + cur['signal'] if cur.get('signal') else ''}{' (root cause)' if cur['root'] else ''}")
+        self.result.add("events", {"source": self.source.source, "line": cur.pop("line"), "rank": cur["rank"],
+                                   "host": cur.get("host"), "ts": None, "kind": "torchrun_failure",
+                                   "message": msg, "template": "torchrun failure", "attrs": cur, "level": "error",
+                                   "pid": cur.get("pid")})
+
+    def finish(self) -> None:
+        self._flush()
+
+
+class _StepAccumulator:
+    """Keeps progress rows bounded: only changes of step, thinned by half whenever a series grows past its cap."""
+    CAP = 4000
+
+    def __init__(self):
+        self.series: dict = {}
+
+    def add(self, row: dict) -> None:
+        key = (row["rank"], row.get("desc"))
+        rows = self.series.setdefault(key, [])
+        if rows and rows[-1].get("step") == row.get("step") and row.get("step") is not None:
+            rows[-1] = row  # same step, newer state of the bar
+            return
+        rows.append(row)
+        if len(rows) > self.CAP:
+            last = rows[-1]
+            del rows[::2]
+            if rows[-1] is not last:
+                rows.append(last)
+
+    def rows(self) -> list[dict]:
+        out = [r for rows in self.series.values() for r in rows]
+        out.sort(key=lambda r: r["line"])
+        return out
+
+
+@register("rank_log", "nccl_log", "dmesg", "unknown", "pyspy", "nvidia_smi")
+def parse_textlog(source: Source) -> ParseResult:
+    """Stream a text file once: strip prefixes, attribute ranks, extract events/tracebacks/steps/NCCL lines."""
+    result = ParseResult()
+    stats = textio.ReadStats()
+    tbs = _TracebackCollector(result, source)
+    summary = _TorchrunSummary(result, source)
+    steps = _StepAccumulator()
+    per_kind: dict[str, int] = {}
+    dropped: dict[str, int] = {}
+    base_rank = source.rank if source.rank is not None else source.local_rank
+    lines_iter = textio.iter_lines(source.path, stats)
+    head: list[tuple[int, str]] = []
+    for item in lines_iter:
+        head.append(item)
+        if len(head) >= SCHEME_SAMPLE:
+            break
+    scheme = _Scheme([ln for _, ln in head])
+
+    def all_lines():
+        yield from head
+        yield from lines_iter
+
+    hostpid_rank: dict[str, int] = {}
+    for lineno, raw in all_lines():
+        segments = raw.split("\r") if "\r" in raw else [raw]
+        if ".cpp:" in raw or "Traceback (" in raw:
+            segments = [piece for seg in segments for piece in GLUE_SPLIT_RE.split(seg)]
+        for seg in segments:
+            if not seg or seg.isspace():
+                continue
+            line, sinfo = scheme.strip(seg) if (scheme.srun or scheme.hosts) else (seg, {})
+            message, info = strip_prefixes(line)
+            if sinfo:
+                info = {**sinfo, **info}
+            rank = info.get("rank")
+            if rank is None and info.get("local_rank") is not None:
+                rank = info["local_rank"]
+            if rank is None:
+                rank = message_rank(message)
+            if rank is None:
+                rank = base_rank
+            ctx = {"rank": rank, "host": info.get("host") or source.host, "ts": _ts(info.get("ts"))}
+            key = rank if rank is not None else info.get("host")
+            consumed = tbs.feed(key, lineno, message, ctx)
+            summary.feed(lineno, message)
+            if consumed:
+                continue
+            if "NCCL " in message:
+                nm = NCCL_LINE_RE.match(message)
+                if nm:
+                    _nccl_row(result, source, lineno, nm, ctx, hostpid_rank)
+                    if nm.group("level") != "WARN":
+                        continue
+            for fmt, m in fmts.match_line(message):
+                n = per_kind.get(fmt.kind, 0)
+                if n >= MAX_EVENTS_PER_KIND:
+                    dropped[fmt.kind] = dropped.get(fmt.kind, 0) + 1
+                    continue
+                per_kind[fmt.kind] = n + 1
+                attrs = {k: v for k, v in m.groupdict().items() if v not in (None, "")}
+                attrs["format"] = fmt.name
+                ev_rank = rank
+                hp = HOSTPID_RE.match(message)
+                pid = None
+                if hp:
+                    pid = int(hp.group("pid"))
+                    ctx_host = hp.group("host")
+                    attrs.setdefault("hostpid", f"{ctx_host}:{pid}")
+                row = {"source": source.source, "line": lineno, "rank": ev_rank, "host": ctx["host"], "ts": ctx["ts"],
+                       "kind": fmt.kind, "message": message[:1000], "template": template_of(message),
+                       "attrs": attrs, "level": info.get("level") or fmt.level[0].upper(), "pid": pid}
+                result.add("events", row)
+                if fmt.kind in ("watchdog_timeout", "watchdog_status"):
+                    _collective_row(result, source, lineno, ctx, fmt.kind, attrs)
+            if CONFIG_TRIGGER.search(message):
+                for cm in CONFIG_RE.finditer(message):
+                    result.add("events", {"source": source.source, "line": lineno, "rank": rank, "host": ctx["host"],
+                                          "ts": ctx["ts"], "kind": "config", "message": message[:300],
+                                          "template": "config echo", "level": "I", "pid": None,
+                                          "attrs": {"key": cm.group("key").lower().lstrip("-"),
+                                                    "value": float(cm.group("value")), "format": "config-echo"}})
+            st = parse_step(message)
+            if st:
+                st.update({"source": source.source, "line": lineno, "rank": rank, "host": ctx["host"],
+                           "ts": ctx["ts"]})
+                steps.add(st)
+    tbs.finish()
+    summary.finish()
+    for row in steps.rows():
+        result.add("steps", row)
+    if dropped:
+        result.problems.append("repetitive lines summarised: " + ", ".join(f"{k} x{v}" for k, v in sorted(dropped.items())))
+    if hostpid_rank:
+        result.meta["hostpid_rank"] = hostpid_rank
+    result.lines, result.bytes = stats.lines, stats.bytes
+    result.problems.extend(stats.problems)
+    return result
+
+
+def _ts(text: str | None):
+    if not text:
+        return None
+    return text.replace(",", ".").replace("_", " ")
+
+
+def _nccl_row(result: ParseResult, source: Source, lineno: int, m, ctx: dict, hostpid_rank: dict) -> None:
+    msg = m.group("msg")
+    row = {"source": source.source, "line": lineno, "rank": ctx["rank"], "host": m.group("host"), "ts": None,
+           "level": m.group("level"), "subsys": None, "comm_id": None, "nranks": None,
+           "cuda_dev": int(m.group("dev")) if m.group("dev") else None, "bus_id": None, "version": None,
+           "message": msg[:500], "pid": int(m.group("pid")), "nccl_rank": None}
+    im = NCCL_INIT_RE.search(msg)
+    if im:
+        row.update(comm_id=im.group("commid") or im.group("comm"), nranks=int(im.group("nranks")),
+                   bus_id=im.group("bus"), nccl_rank=int(im.group("rank")))
+        key = f"{m.group('host')}:{m.group('pid')}"
+        # The largest communicator a process joins is the default (world) group: its rank is the global rank.
+        prev = hostpid_rank.get(key + "#n", 0)
+        if int(im.group("nranks")) >= prev:
+            hostpid_rank[key] = int(im.group("rank"))
+            hostpid_rank[key + "#n"] = int(im.group("nranks"))
+    vm = regex.search(r"NCCL version (\d+\.\d+\.\d+)", msg)
+    if vm:
+        row["version"] = vm.group(1)
+    result.add("nccl", row)
+
+
+def _collective_row(result: ParseResult, source: Source, lineno: int, ctx: dict, kind: str, attrs: dict) -> None:
+    row = {"source": source.source, "line": lineno, "rank": ctx["rank"], "host": ctx["host"], "ts": ctx["ts"],
+           "pg": None, "state": "timeout" if kind == "watchdog_timeout" else "failed"}
+    if kind == "watchdog_timeout":
+        work = dict(WORK_KV_RE.findall(attrs.get("work", "")))
+        row.update(seq=_int(work.get("SeqNum")), op=work.get("OpType"), numel_in=_int(work.get("NumelIn")),
+                   numel_out=_int(work.get("NumelOut")), timeout_ms=_int(work.get("Timeout(ms)")),
+                   elapsed_ms=_int(attrs.get("elapsed_ms")))
+        attrs.update({k: v for k, v in (("seq", row["seq"]), ("op", row["op"]), ("timeout_ms", row["timeout_ms"]))
+                      if v is not None})
+    else:
+        row.update(seq=_int(attrs.get("seq")), last_enqueued=_int(attrs.get("last_enqueued")),
+                   last_completed=_int(attrs.get("last_completed")))
+    if row.get("seq") is None and row.get("last_completed") is None:
+        return
+    result.add("collectives", row)
+
+
+def _int(v) -> int | None:
+    try:
+        return int(str(v).strip())
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,109 @@
+"""The notebook/library facade: `analyze(path) -> Analysis` runs discover → parse → build → rules → verdict."""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+from postmortem import discover as discover_mod
+from postmortem import gaps as gaps_mod
+from postmortem import tables as tables_mod
+from postmortem import verdict as verdict_mod
+from postmortem.findings import Finding, Verdict
+from postmortem.rules import all_rules, load_plugins, run_rules
+
+PARALLEL_MIN_BYTES = 32 * 1024 * 1024  # below this, process start-up costs more than it saves
+
+
+@dataclass
+class Analysis:
+    """Everything postmortem concluded about one input path."""
+    input: str
+    sources: list
+    tables: tables_mod.Tables
+    findings: list[Finding]
+    verdict: Verdict | None
+    evidence_gaps: list[dict] = field(default_factory=list)
+
+    @property
+    def world_size(self):
+        return self.tables.meta.get("world_size")
+
+    def to_dict(self) -> dict:
+        """The JSON contract (DESIGN.md) as a dict."""
+        from reports.json_report import to_dict
+        return to_dict(self)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The JSON contract as a string (sorted, deterministic)."""
+        from reports.json_report import to_json
+        return to_json(self, indent=indent)
+
+    def to_text(self) -> str:
+        """The terminal summary."""
+        from reports.text_report import render_text
+        return render_text(self)
+
+    def to_html(self, **options) -> str:
+        """The self-contained HTML report."""
+        from reports.render import render_html
+        return render_html(self, **options)
+
+    def figures(self) -> dict:
+        """matplotlib Figures of the report (never shown)."""
+        from reports.figures import make_figures
+        return make_figures(self)
+
+    def _repr_html_(self) -> str:
+        from reports.render import render_html
+        return render_html(self, fragment=True)
+
+
+def parse_all(sources: list, jobs: int | None = None, engine: str = "local", scheduler: str | None = None) -> list:
+    """Parse every source (in parallel processes when it pays); results are in the order of `sources`."""
+    from parsers import parse_source
+    if engine == "dask":
+        from postmortem.engines import dask_parse
+        return dask_parse(sources, scheduler)
+    total = sum(s.bytes for s in sources if not s.problem)
+    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    if workers <= 1 or len(sources) < 2 or (jobs is None and total < PARALLEL_MIN_BYTES):
+        return [parse_source(s) for s in sources]
+    # Largest files first so one big file does not finish last; chunks keep IPC small for many tiny files.
+    order = sorted(range(len(sources)), key=lambda i: -sources[i].bytes)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(parse_source, [sources[i] for i in order], chunksize=max(1, len(sources) // (workers * 8))))
+    out = [None] * len(sources)
+    for i, res in zip(order, results):
+        out[i] = res
+    return out
+
+
+def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = None, engine: str = "local",
+            scheduler: str | None = None, plugin_paths: list[str] | None = None) -> Analysis:
+    """Analyse a directory tree or a single file and return the Analysis (raises FileNotFoundError for no input)."""
+    sources = discover_mod.discover(path)
+    results = parse_all(sources, jobs=jobs, engine=engine, scheduler=scheduler)
+    tables = tables_mod.build(sources, results)
+    if plugin_paths:
+        load_plugins(plugin_paths, entry_points=False)
+    selected = all_rules()
+    if rules:
+        wanted = set(rules)
+        selected = [r for r in selected if r.id in wanted]
+    findings = run_rules(tables, selected)
+    has_inputs = any(not s.problem for s in sources)
+    signals = _failure_signals(tables)
+    verdict, findings = verdict_mod.decide(findings, has_inputs, signals)
+    gaps = gaps_mod.evidence_gaps(tables, verdict) if verdict else []
+    return Analysis(input=path, sources=sources, tables=tables, findings=findings, verdict=verdict,
+                    evidence_gaps=gaps)
+
+
+def _failure_signals(tables) -> bool:
+    ev = tables.events
+    if len(tables.tracebacks):
+        return True
+    if len(ev) and (ev["level"].isin(["E", "F"]) | ev["kind"].isin(["oom", "host_oom", "killed", "exit"])).any():
+        return True
+    return False

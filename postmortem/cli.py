@@ -1,0 +1,88 @@
+"""The command line: a thin skin over postmortem.analyze (same option names)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from postmortem import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse tree (also used by the docs test)."""
+    p = argparse.ArgumentParser(prog="postmortem", description="Why did a distributed training job die or hang?")
+    p.add_argument("--version", action="version", version=f"postmortem {__version__}")
+    sub = p.add_subparsers(dest="command")
+    a = sub.add_parser("analyze", help="analyse a directory of logs/dumps (or one file)")
+    a.add_argument("path", help="directory tree or file with the job's logs, dumps and snapshots")
+    a.add_argument("--format", choices=("text", "json", "html"), default=None,
+                   help="output format (default: text, or html when -o ends in .html)")
+    a.add_argument("-o", "--output", help="write the report to this file instead of stdout")
+    a.add_argument("--jobs", "-j", type=int, default=None, help="parser processes (default: cores, when it pays)")
+    a.add_argument("--rules", action="append", default=None, metavar="RULE_ID", help="run only these rule ids")
+    a.add_argument("--plugin", action="append", default=None, metavar="FILE_OR_DIR",
+                   help="load extra rules from a .py file or directory")
+    a.add_argument("--engine", choices=("local", "dask"), default="local", help="where to run the parse stage")
+    a.add_argument("--scheduler", default=None, help="dask scheduler address (with --engine dask)")
+    a.add_argument("--lang", choices=("en", "zh"), default="en", help="language of the HTML report")
+    a.add_argument("--quiet", "-q", action="store_true", help="no progress output on stderr")
+    r = sub.add_parser("rules", help="list the rules with their ids and categories")
+    r.add_argument("--plugin", action="append", default=None, metavar="FILE_OR_DIR")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `postmortem` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "rules":
+        return _rules(args)
+    if args.command != "analyze":
+        parser.print_help()
+        return 2
+    return _analyze(args)
+
+
+def _rules(args) -> int:
+    from postmortem.rules import all_rules, load_plugins
+    if args.plugin:
+        load_plugins(args.plugin, entry_points=False)
+    for r in all_rules():
+        print(f"{r.id:34} {r.category:22} {r.severity:8} {r.title}")
+    return 0
+
+
+def _analyze(args) -> int:
+    from postmortem.api import analyze
+    if not os.path.exists(args.path):
+        print(f"postmortem: error: no such file or directory: {args.path}", file=sys.stderr)
+        return 2
+    fmt = args.format or ("html" if args.output and args.output.endswith((".html", ".htm")) else "text")
+    try:
+        analysis = analyze(args.path, jobs=args.jobs, rules=args.rules, engine=args.engine,
+                           scheduler=args.scheduler, plugin_paths=args.plugin)
+    except FileNotFoundError as exc:
+        print(f"postmortem: error: {exc}", file=sys.stderr)
+        return 2
+    if analysis.verdict is None and fmt == "text":
+        print(f"postmortem: error: no readable files under {args.path}", file=sys.stderr)
+        return 2
+    if fmt == "json":
+        text = analysis.to_json()
+    elif fmt == "html":
+        text = analysis.to_html(lang=args.lang)
+    else:
+        text = analysis.to_text()
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        if fmt != "json" and not args.quiet:
+            print(analysis.to_text(), end="")
+            print(f"report written to {args.output}")
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

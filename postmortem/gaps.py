@@ -1,0 +1,50 @@
+"""Evidence gaps: what was missing that would have settled the question, and how to collect it next time."""
+from __future__ import annotations
+
+HANG_CATEGORIES = {"collective_timeout", "straggler", "barrier_skew", "logging_blocking", "unknown", "dataloader_failure"}
+
+
+def evidence_gaps(tables, verdict) -> list[dict]:
+    """List missing evidence given the tables and the verdict (empty when nothing useful is missing)."""
+    gaps: list[dict] = []
+    cat = verdict.category if verdict else None
+    kinds = set(tables.sources["kind"]) if len(tables.sources) else set()
+    ev_kinds = set(tables.events["kind"]) if len(tables.events) else set()
+    if cat in HANG_CATEGORIES and tables.stacks.empty:
+        gaps.append({"missing": "py-spy dumps of every rank",
+                     "why": "Stacks show exactly where each rank was when the job hung; without them the waiting "
+                            "rank's activity is inferred from its last log line.",
+                     "how": "for p in $(pgrep -f train.py); do py-spy dump --pid $p > pyspy_$p.txt; done  "
+                            "(or run the job under `postmortem collect`)"})
+    if (cat in HANG_CATEGORIES or cat in ("nccl_error", "collective_timeout")) and "flight_recorder" not in kinds:
+        gaps.append({"missing": "flight-recorder traces",
+                     "why": "They record the last collectives of every rank (seq, op, sizes, state), which names "
+                            "the lagging or mismatched rank directly.",
+                     "how": "export TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_TRACE_BUFFER_SIZE=2000 "
+                            "TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_FR_DUMP_TEMP_FILE=$LOGDIR/fr_rank_"})
+    if cat in ("nccl_error", "collective_timeout", "gpu_hardware") and tables.nccl.empty:
+        gaps.append({"missing": "NCCL debug output",
+                     "why": "NCCL WARN lines name the failing transport, peer and CUDA error behind 'unhandled "
+                            "system error' and similar summaries.",
+                     "how": "export NCCL_DEBUG=INFO NCCL_DEBUG_FILE=$LOGDIR/nccl.%h.%p"})
+    if cat in ("gpu_oom", "gpu_hardware") and tables.gpu.empty:
+        gaps.append({"missing": "nvidia-smi history",
+                     "why": "Memory per GPU over time shows whether usage grew steadily or jumped at a phase change.",
+                     "how": "nvidia-smi --query-gpu=timestamp,index,memory.used,memory.total,utilization.gpu "
+                            "--format=csv -l 5 > $LOGDIR/nvidia-smi.csv &"})
+    if cat == "host_oom" and "dmesg" not in kinds and "host_oom" not in ev_kinds:
+        gaps.append({"missing": "kernel log",
+                     "why": "The OOM killer's line names the killed pid and its memory, confirming a host OOM.",
+                     "how": "dmesg -T | tail -n 200 > $LOGDIR/dmesg.txt  (or journalctl -k)"})
+    ws, seen = tables.meta.get("world_size"), tables.meta.get("ranks_seen", [])
+    if ws and len(seen) < ws and cat not in (None, "no_failure"):
+        missing = [r for r in range(int(ws)) if r not in seen][:16]
+        gaps.append({"missing": f"logs of ranks {missing}",
+                     "why": f"Only {len(seen)} of {ws} ranks left lines that name their rank; a silent rank is "
+                            "often the culprit.",
+                     "how": "torchrun --log-dir $LOGDIR --tee 3 ... (keeps every rank's stdout/stderr in its own file)"})
+    if not tables.events["ts"].notna().any() and cat not in (None, "no_failure") and len(tables.events):
+        gaps.append({"missing": "timestamps on log lines",
+                     "why": "Without times the order of events across ranks is inferred from log positions.",
+                     "how": "logging.basicConfig(format='%(asctime)s %(message)s') or pipe through `ts` (moreutils)"})
+    return gaps

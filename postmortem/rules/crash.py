@@ -1,0 +1,56 @@
+"""Rules for ordinary crashes and bare timeouts: the earliest non-cascade exception; timeouts nothing explains."""
+from __future__ import annotations
+
+from postmortem.findings import Finding
+from postmortem.rules import facts, rule
+
+
+@rule(id="first-exception", title="A rank raised an exception first", category="rank_crash", severity="error",
+      description="The earliest Python exception that is not a consequence of another rank (timeouts, closed "
+                  "peers and launcher summaries are cascades) is the root candidate for its rank.",
+      remediation="Fix the exception shown on the culprit rank; the errors on the other ranks follow from it.",
+      false_positives=("An exception printed and handled by the program (the job went on).",))
+def first_exception(tables):
+    tb = facts.root_tracebacks(tables)
+    if tb.empty:
+        return []
+    tb = tb[tb["exc_type"] != "<truncated>"]
+    if tb.empty:
+        return []
+    tb = tb.assign(_k=[facts.order_key(r) for _, r in tb.iterrows()]).sort_values("_k")
+    first = tb.iloc[0]
+    ranks = facts.ranks_of(tb[tb["exc_type"] == first["exc_type"]])
+    culprit = [int(first["rank"])] if not _na(first["rank"]) else []
+    others = [r for r in facts.world_ranks(tables) if r not in culprit]
+    conf = 0.55 if culprit else 0.45
+    return [Finding(
+        rule="first-exception", category="rank_crash", confidence=conf,
+        title=f"{first['exc_type']} on rank {culprit[0] if culprit else '?'}",
+        explanation=(f"The earliest exception that is not a timeout or a closed connection is "
+                     f"{first['exc_type']}: {str(first['exc_message'])[:200]}"
+                     + (f" on rank {culprit[0]}" if culprit else "") + ". Errors on other ranks follow from it."),
+        remediation="Fix this exception; rerun with the same seed to confirm.",
+        culprit_ranks=culprit, affected_ranks=others if ranks else [], evidence=[facts.tb_evidence(first)],
+        order=facts.order_key(first), explains=("collective_timeout", "nccl_error"))]
+
+
+def _na(v) -> bool:
+    return v is None or (v != v)
+
+
+@rule(id="bare-collective-timeout", title="A collective timed out", category="collective_timeout",
+      severity="error",
+      description="Watchdog or gloo timeouts with nothing else that explains them.",
+      remediation="Find what the missing rank was doing: take py-spy dumps of every rank when it hangs and enable "
+                  "the flight recorder (TORCH_FR_BUFFER_SIZE) so the next timeout names the lagging rank.")
+def bare_timeout(tables):
+    t = facts.ev(tables, ("watchdog_timeout", "collective_timeout", "watchdog_status", "store_error"))
+    if t.empty:
+        return []
+    waiting = facts.ranks_of(t)
+    return [Finding(rule="bare-collective-timeout", category="collective_timeout", confidence=0.35,
+                    title="A collective timed out", severity="error",
+                    explanation="Ranks timed out waiting in a collective. Nothing in the logs shows what the rank "
+                                "they waited for was doing.",
+                    remediation="Collect py-spy dumps and flight-recorder traces on the next hang.",
+                    affected_ranks=waiting, evidence=facts.evidence_from(t, 4), order=(1, float("inf")))]

@@ -1,0 +1,109 @@
+"""Derived, read-only views of the tables that several rules share (pure functions; no I/O)."""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import pandas as pd
+
+from postmortem.findings import Evidence
+
+# Exceptions that are consequences of another rank's failure, not causes.
+CASCADE_EXC = re.compile(
+    r"(?i)ChildFailedError|SignalException|DistBackendError|ProcessExitedException|KeyboardInterrupt|SystemExit|"
+    r"<truncated>")
+CASCADE_MSG = re.compile(
+    r"(?i)Connection closed by|Connection reset by peer|Broken pipe|pair closure|Timed out waiting|Read timeout|"
+    r"Watchdog caught|watchdog thread terminated|Socket Timeout|store->get|ncclUniqueId|NCCL communicator was aborted|"
+    r"timed out|Timeout|driver shutting down|got signal|SIGTERM|recvValue failed|sendBytes failed|"
+    r"NCCL error.*remote|ncclRemoteError|Detected mismatch between collectives")
+
+LIB_PATH = re.compile(r"site-packages|dist-packages|/lib/python\d|\\lib\\|<frozen|/usr/lib/python")
+
+
+def ev(tables, kind: str | tuple[str, ...]) -> pd.DataFrame:
+    """Events of one or more kinds, in source/line order."""
+    df = tables.events
+    kinds = (kind,) if isinstance(kind, str) else kind
+    return df[df["kind"].isin(kinds)]
+
+
+def evidence_from(df: pd.DataFrame, limit: int = 6, text_col: str = "message") -> list[Evidence]:
+    """Evidence lines from rows of a table (first `limit` rows)."""
+    out = []
+    for _, row in df.head(limit).iterrows():
+        out.append(Evidence(source=row["source"], line=_int(row["line"]), rank=_int(row["rank"]),
+                            text=str(row.get(text_col, ""))[:400]))
+    return out
+
+
+def tb_evidence(row, extra: str = "") -> Evidence:
+    """One evidence line for a traceback row (its exception line, with the innermost user frame)."""
+    frame = row["last_user_frame"] or {}
+    where = f" (in {frame.get('func')} at {frame.get('file', '').rsplit('/', 1)[-1]}:{frame.get('line')})" if frame else ""
+    return Evidence(source=row["source"], line=_int(row["end_line"]) or _int(row["line"]), rank=_int(row["rank"]),
+                    text=f"{row['exc_type']}: {row['exc_message']}"[:400] + where + extra)
+
+
+def _int(v):
+    try:
+        return None if pd.isna(v) else int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def ranks_of(df: pd.DataFrame) -> list[int]:
+    """Distinct non-null ranks of a frame."""
+    return sorted(int(r) for r in df["rank"].dropna().unique())
+
+
+def is_cascade_traceback(row) -> bool:
+    """True for exceptions that report another rank's failure (timeouts, closed peers, launcher summaries)."""
+    return bool(CASCADE_EXC.search(str(row["exc_type"])) or CASCADE_MSG.search(str(row["exc_message"])))
+
+
+def root_tracebacks(tables) -> pd.DataFrame:
+    """Tracebacks that are not cascades and not the launcher's own, earliest first per source."""
+    tb = tables.tracebacks
+    if tb.empty:
+        return tb
+    mask = ~tb.apply(is_cascade_traceback, axis=1)
+    return tb[mask]
+
+
+def frame_funcs(frames) -> list[str]:
+    """Lower-case function names of a frame list (innermost first)."""
+    return [str(f.get("func", "")).lower() for f in (frames or [])]
+
+
+def frames_text(frames) -> str:
+    """Frames flattened to one lower-case string (func, file and code) for keyword tests."""
+    return " | ".join(f"{f.get('func', '')} {f.get('file', '')} {f.get('code', '')}" for f in (frames or [])).lower()
+
+
+def world_ranks(tables) -> list[int]:
+    """All ranks of the job when the world size is known, else the ranks seen."""
+    ws = tables.meta.get("world_size")
+    if ws and ws < 100_000:
+        return list(range(int(ws)))
+    return list(tables.meta.get("ranks_seen", []))
+
+
+def last_step_per_rank(tables, phase: str | None = "train") -> dict[int, int]:
+    """Highest step reported by each rank (only rows with a known rank and step)."""
+    st = tables.steps
+    st = st[st["rank"].notna() & st["step"].notna()]
+    if phase:
+        st = st[st["phase"] == phase]
+    if st.empty:
+        return {}
+    return {int(r): int(s) for r, s in st.groupby("rank")["step"].max().items()}
+
+
+def order_key(row) -> tuple:
+    """Sort key for 'earlier': timestamp when present, else position in its file."""
+    ts = row.get("ts") if hasattr(row, "get") else None
+    if ts is not None and not pd.isna(ts):
+        return (0, pd.Timestamp(ts).value)
+    line = _int(row.get("line") if hasattr(row, "get") else None)
+    return (1, line if line is not None else 1 << 60)

@@ -1,0 +1,1 @@
+"""Rule family (filled in by the root-cause engine)."""

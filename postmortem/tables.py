@@ -1,0 +1,96 @@
+"""Stage 3: turn per-source parser rows into validated DataFrames, resolving ranks and the job's world size."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from postmortem import schema
+from postmortem.discover import Source
+
+
+@dataclass
+class Tables:
+    """The job's evidence as DataFrames (schemas in postmortem.schema) plus job-level facts in `meta`."""
+    frames: dict[str, pd.DataFrame]
+    meta: dict = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        return self.frames[name]
+
+    def __getattr__(self, name: str) -> pd.DataFrame:
+        frames = self.__dict__.get("frames", {})
+        if name in frames:
+            return frames[name]
+        raise AttributeError(name)
+
+    def as_dict(self) -> dict[str, pd.DataFrame]:
+        """Name -> DataFrame, in schema order."""
+        return dict(self.frames)
+
+
+def build(sources: list[Source], results: list) -> Tables:
+    """Assemble tables from discovered sources and their ParseResults (same order)."""
+    rows: dict[str, list[dict]] = {name: [] for name in schema.TABLE_NAMES}
+    meta: dict = {"hostpid_rank": {}, "world_size_claims": []}
+    for src, res in zip(sources, results):
+        problem = "; ".join(res.problems) if res.problems else None
+        rows["sources"].append({
+            "source": src.source, "line": None, "rank": src.rank if src.rank is not None else src.local_rank,
+            "host": src.host, "ts": None, "kind": src.kind, "compression": src.compression, "bytes": src.bytes,
+            "lines": res.lines, "parsed_ok": src.problem is None and not _fatal(res), "problem": problem,
+            "job": None})
+        for table, trows in res.rows.items():
+            rows[table].extend(trows)
+        for key, value in res.meta.get("hostpid_rank", {}).items():
+            meta["hostpid_rank"][key] = value
+    _resolve_hostpid_ranks(rows, meta["hostpid_rank"])
+    frames = {name: schema.frame_from_rows(name, rows[name]) for name in schema.TABLE_NAMES}
+    for name, df in frames.items():
+        schema.validate(name, df)
+    meta.update(_world(frames))
+    return Tables(frames, meta)
+
+
+def _fatal(res) -> bool:
+    return any(p.startswith(("parsers.", "truncated or corrupt", "decode error")) or " failed:" in p
+               for p in res.problems)
+
+
+def _resolve_hostpid_ranks(rows: dict[str, list[dict]], hostpid_rank: dict) -> None:
+    """NCCL lines carry host:pid, not rank; an `Init COMPLETE ... rank N nranks M` line of the same pid maps them."""
+    if not hostpid_rank:
+        return
+    for row in rows["nccl"]:
+        if row.get("rank") is None and row.get("pid") is not None:
+            row["rank"] = hostpid_rank.get(f"{row.get('host')}:{row['pid']}")
+    for row in rows["events"]:
+        hp = (row.get("attrs") or {}).get("hostpid")
+        if hp and row.get("rank") is None:
+            row["rank"] = hostpid_rank.get(hp)
+
+
+def _world(frames: dict[str, pd.DataFrame]) -> dict:
+    """World size from explicit statements (config echoes, NCCL nranks), else highest rank seen + 1 (inferred)."""
+    ranks: set[int] = set()
+    for name in ("events", "tracebacks", "steps", "collectives", "stacks", "nccl"):
+        ranks.update(int(r) for r in frames[name]["rank"].dropna().unique())
+    claims = []
+    ev = frames["events"]
+    if len(ev):
+        for attrs in ev.loc[ev["kind"] == "config", "attrs"]:
+            for key in ("ws1", "ws2", "ws3", "ws4", "ws5", "ws6"):
+                if key in attrs:
+                    claims.append(int(attrs[key]))
+        for attrs in ev.loc[ev["kind"] == "torchrun_failure", "attrs"]:
+            if isinstance(attrs.get("rank"), int):
+                ranks.add(attrs["rank"])
+    nccl = frames["nccl"]
+    if len(nccl):
+        claims.extend(int(n) for n in nccl["nranks"].dropna().unique())
+    ranks_seen = sorted(r for r in ranks if 0 <= r < 1_000_000)
+    if claims:
+        return {"world_size": max(claims), "world_size_inferred": False, "ranks_seen": ranks_seen}
+    if ranks_seen:
+        return {"world_size": max(ranks_seen) + 1, "world_size_inferred": True, "ranks_seen": ranks_seen}
+    return {"world_size": None, "world_size_inferred": True, "ranks_seen": ranks_seen}

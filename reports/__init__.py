@@ -1,0 +1,1 @@
+"""Outputs: JSON contract, terminal summary, HTML report (view model → templates)."""

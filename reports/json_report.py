@@ -1,0 +1,42 @@
+"""The `--format json` output: exactly the DESIGN.md contract, deterministic."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from postmortem.schema import SCHEMA_VERSION
+
+
+def to_dict(analysis) -> dict:
+    """Analysis -> contract dict."""
+    meta = analysis.tables.meta
+    src_rows = analysis.tables.sources
+    sources = []
+    for _, r in src_rows.iterrows():
+        sources.append({"source": r["source"], "kind": r["kind"],
+                        "rank": _int(r["rank"]),
+                        "bytes": _int(r["bytes"]), "lines": _int(r["lines"]), "problem": r["problem"]})
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "input": analysis.input,
+        "world_size": meta.get("world_size"),
+        "world_size_inferred": bool(meta.get("world_size_inferred", True)),
+        "ranks_seen": list(meta.get("ranks_seen", [])),
+        "verdict": analysis.verdict.to_dict() if analysis.verdict else None,
+        "findings": [f.to_dict() for f in analysis.findings],
+        "evidence_gaps": list(analysis.evidence_gaps),
+        "sources": sources,
+    }
+
+
+def _int(v):
+    try:
+        return None if pd.isna(v) else int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def to_json(analysis, indent: int | None = 2) -> str:
+    """Analysis -> contract JSON text."""
+    return json.dumps(to_dict(analysis), indent=indent, ensure_ascii=False, default=str)

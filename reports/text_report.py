@@ -1,0 +1,74 @@
+"""The terminal summary: verdict first, then evidence, other findings, gaps and unreadable sources."""
+from __future__ import annotations
+
+from postmortem.findings import CATEGORY_WORDS
+
+
+def render_text(analysis, width: int = 100) -> str:
+    """Plain-text summary of an Analysis (same verdict as the JSON and HTML)."""
+    out: list[str] = []
+    v = analysis.verdict
+    if v is None:
+        return "postmortem: no readable input files.\n"
+    out.append(f"VERDICT  {v.category}  ({CATEGORY_WORDS.get(v.category, v.category)})  confidence {v.confidence:.2f}")
+    if v.phase:
+        out.append(f"  phase:   {v.phase}")
+    if v.culprit_ranks:
+        out.append(f"  culprit: rank {', '.join(map(str, v.culprit_ranks))}")
+    if v.step is not None:
+        out.append(f"  step:    {v.step}")
+    out.append(f"  {v.summary}")
+    root = analysis.findings[0] if analysis.findings else None
+    if root:
+        out.append("")
+        out.append("WHY")
+        out.extend("  " + line for line in _wrap(root.explanation, width - 2))
+        out.append("FIX")
+        out.extend("  " + line for line in _wrap(root.remediation, width - 2))
+        if root.evidence:
+            out.append("EVIDENCE")
+            for e in root.evidence[:8]:
+                rank = f" [rank {e.rank}]" if e.rank is not None else ""
+                out.append(f"  {e.source}:{e.line}{rank}  {e.text[: width - 20]}")
+    others = analysis.findings[1:]
+    if others:
+        out.append("")
+        out.append("OTHER FINDINGS")
+        for f in others[:10]:
+            tag = f" (cascade of {f.cascade_of})" if f.cascade_of else ""
+            out.append(f"  {f.confidence:.2f} {f.category:22} {f.title[:60]}{tag}")
+    if analysis.evidence_gaps:
+        out.append("")
+        out.append("EVIDENCE GAPS (collect next time)")
+        for g in analysis.evidence_gaps:
+            out.append(f"  - {g['missing']}: {g['how']}")
+    meta = analysis.tables.meta
+    src = analysis.tables.sources
+    bad = src[src["problem"].notna()]
+    out.append("")
+    ws = meta.get("world_size")
+    out.append(f"INPUT  {len(src)} files, world size {ws if ws is not None else '?'}"
+               f"{' (inferred)' if meta.get('world_size_inferred') else ''}, ranks seen "
+               f"{_ranges(meta.get('ranks_seen', []))}")
+    for _, r in bad.head(20).iterrows():
+        out.append(f"  skipped/partial: {r['source']}: {r['problem']}")
+    return "\n".join(out) + "\n"
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    import textwrap
+    return textwrap.wrap(text, width) or [""]
+
+
+def _ranges(ranks: list[int]) -> str:
+    if not ranks:
+        return "none"
+    parts, start, prev = [], ranks[0], ranks[0]
+    for r in ranks[1:] + [None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if r is not None:
+            start = prev = r
+    return ",".join(parts)
