@@ -1,16 +1,31 @@
-"""Bounded, streaming access to untrusted input files: gzip with an expansion cap, line-length cap, text cleanup."""
+"""Bounded, streaming access to untrusted input files: gzip with an expansion cap, line-length cap, text cleanup.
+
+Bounds (every input byte is untrusted):
+- a line longer than MAX_LINE_CHARS is cut there and marked with TRUNCATION_MARK; the rest of it is skipped while
+  streaming, so a 500 MB runaway print costs time, not memory;
+- a gzip file stops expanding at `expansion_bound(compressed_size)` = min(MAX_DECOMPRESSED,
+  max(MIN_EXPANSION_BYTES, MAX_EXPANSION_RATIO x compressed size)): real logs compress 5-50x, a gzip bomb ~1000x;
+- a plain file is read up to the size it had when it was opened (a file still being written is read as a snapshot),
+  and at most MAX_FILE_BYTES;
+- only regular files are opened, and without blocking (a FIFO or device never stalls the reader).
+"""
 from __future__ import annotations
 
+import errno
+import fcntl
 import gzip
 import io
 import os
 import re
+import stat
 import zlib
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
 
 MAX_LINE_CHARS = 64 * 1024          # longer lines are cut here and marked
-MAX_DECOMPRESSED = 4 * 1024 ** 3    # a .gz may expand to at most this many bytes (gzip-bomb guard)
+MAX_DECOMPRESSED = 4 * 1024 ** 3    # a .gz never expands past this many bytes (gzip-bomb guard) ...
+MIN_EXPANSION_BYTES = 256 * 1024 ** 2  # ... and may always expand to this many ...
+MAX_EXPANSION_RATIO = 250           # ... or to this many times its compressed size, whichever is larger
 MAX_FILE_BYTES = 8 * 1024 ** 3      # plain files are read up to this many bytes
 TRUNCATION_MARK = " …[line truncated by postmortem]"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -31,12 +46,28 @@ class ReadStats:
     problems: list[str] = field(default_factory=list)
 
 
+def expansion_bound(compressed_size: int) -> int:
+    """The most bytes a gzip file of `compressed_size` bytes is allowed to decompress to."""
+    return min(MAX_DECOMPRESSED, max(MIN_EXPANSION_BYTES, MAX_EXPANSION_RATIO * max(0, compressed_size)))
+
+
 class _CappedReader(io.RawIOBase):
     """Raw stream that stops (and records a problem) after `limit` bytes, and records decompression errors."""
 
-    def __init__(self, inner: BinaryIO, limit: int, stats: ReadStats, what: str):
+    def __init__(self, inner: BinaryIO, limit: int, stats: ReadStats, what: str, owner=None):
         self._inner, self._limit, self._stats, self._what = inner, limit, stats, what
+        self._owner = owner  # the OS-level file, closed with this reader
         self._seen = 0
+
+    def close(self) -> None:
+        if not self.closed:
+            for f in (self._inner, self._owner):
+                if f is not None:
+                    try:
+                        f.close()
+                    except OSError:
+                        pass
+        super().close()
 
     def readable(self) -> bool:
         return True
@@ -69,18 +100,102 @@ def is_gzip(path: str) -> bool:
         return False
 
 
+class _SnapshotFile(io.RawIOBase):
+    """A regular file read only up to the size it had when opened; notes when it grew meanwhile."""
+
+    def __init__(self, fd: int, size: int, stats: ReadStats):
+        self._fd, self._size, self._stats, self._pos = fd, size, stats, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        room = self._size - self._pos
+        if room <= 0:
+            self._note_growth()
+            return 0
+        view = memoryview(buf)[: min(len(buf), room)]
+        n = os.readv(self._fd, [view])
+        self._pos += n
+        if n == 0:  # shrank (truncated by its writer) while we read
+            self._size = self._pos
+        return n
+
+    def _note_growth(self) -> None:
+        try:
+            now = os.fstat(self._fd).st_size
+        except OSError:
+            return
+        if now > self._size and not getattr(self, "_noted", False):
+            self._noted = True
+            self._stats.problems.append(f"file grew while being read; read the {self._size} bytes present when it "
+                                        f"was opened")
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+        super().close()
+
+
+def open_regular(path: str) -> tuple[int, os.stat_result]:
+    """Open a regular file read-only without blocking; raise InputProblem for FIFOs, devices, sockets, directories."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except PermissionError as exc:
+        raise InputProblem(f"permission denied ({exc.strerror or exc})") from exc
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputProblem("symlink loop; not read") from exc
+        raise InputProblem(f"cannot open: {exc.strerror or exc}") from exc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputProblem(f"not a regular file ({file_type(st.st_mode)}); not read")
+        # Regular files never block; clear O_NONBLOCK so reads behave normally on network file systems.
+        fl = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fl & ~getattr(os, "O_NONBLOCK", 0))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def file_type(mode: int) -> str:
+    """A word for a non-regular file type (for problems)."""
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    return "special file"
+
+
 def open_binary(path: str, stats: ReadStats | None = None) -> io.BufferedReader:
-    """Open a file (transparently un-gzipping) as a bounded binary stream."""
+    """Open a regular file (transparently un-gzipping) as a bounded, non-blocking binary stream."""
     stats = stats if stats is not None else ReadStats()
-    raw = open(path, "rb")  # noqa: SIM115 - ownership passes to the returned reader
-    if raw.read(2) == GZIP_MAGIC:
-        raw.seek(0)
-        inner: BinaryIO = gzip.GzipFile(fileobj=raw)
-        capped = _CappedReader(inner, MAX_DECOMPRESSED, stats, "decompression")
-    else:
-        raw.seek(0)
-        capped = _CappedReader(raw, MAX_FILE_BYTES, stats, "file size")
-    return io.BufferedReader(capped, buffer_size=1 << 20)
+    fd, st = open_regular(path)
+    try:
+        snap = _SnapshotFile(fd, st.st_size, stats)
+    except BaseException:
+        os.close(fd)
+        raise
+    buffer_size = max(8192, min(1 << 20, st.st_size))
+    raw = io.BufferedReader(snap, buffer_size=buffer_size)
+    if raw.peek(2)[:2] == GZIP_MAGIC:
+        inner: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb")
+        bound = expansion_bound(st.st_size)
+        capped = _CappedReader(inner, bound, stats, "gzip expansion bound: max(256 MiB, 250 x compressed size)",
+                               owner=raw)
+        return io.BufferedReader(capped, buffer_size=1 << 16)
+    capped = _CappedReader(raw, MAX_FILE_BYTES, stats, "file size", owner=None)
+    return io.BufferedReader(capped, buffer_size=buffer_size)
 
 
 def read_head(path: str, n: int = 8192) -> bytes:
@@ -88,7 +203,7 @@ def read_head(path: str, n: int = 8192) -> bytes:
     try:
         with open_binary(path) as fh:
             return fh.read(n)
-    except OSError:
+    except (OSError, InputProblem, EOFError, zlib.error):
         return b""
 
 
@@ -103,9 +218,20 @@ def read_bounded(path: str, limit: int, stats: ReadStats | None = None) -> bytes
 
 
 def sniff_encoding(head: bytes) -> str:
-    """utf-16 when a BOM says so, else utf-8 (decoded with replacement)."""
+    """utf-16 when a BOM says so or NULs alternate with ASCII (BOM-less UTF-16), else utf-8 (with replacement)."""
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return "utf-16"
+    if head.startswith(b"\xef\xbb\xbf"):
+        return "utf-8-sig"
+    sample = head[:4096]
+    if len(sample) >= 8:
+        even, odd = sample[0::2], sample[1::2]
+        # Windows tools (PowerShell redirection) write UTF-16 without a BOM sometimes: ASCII text with every
+        # other byte NUL.
+        if odd.count(0) >= 0.9 * len(odd) and even.count(0) <= 0.1 * len(even):
+            return "utf-16-le"
+        if even.count(0) >= 0.9 * len(even) and odd.count(0) <= 0.1 * len(odd):
+            return "utf-16-be"
     return "utf-8"
 
 
@@ -117,7 +243,7 @@ def iter_lines(path: str, stats: ReadStats | None = None) -> Iterator[tuple[int,
     """
     stats = stats if stats is not None else ReadStats()
     binary = open_binary(path, stats)
-    encoding = sniff_encoding(binary.peek(4)[:4])
+    encoding = sniff_encoding(binary.peek(4096)[:4096])
     text = io.TextIOWrapper(binary, encoding=encoding, errors="replace", newline="\n")
     lineno = 0
     try:

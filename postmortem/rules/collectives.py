@@ -1,1 +1,245 @@
-"""Rule family (filled in by the root-cause engine)."""
+"""Collective rules: mismatched collectives, uneven progress (barrier skew), and stragglers doing long work."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pandas as pd
+
+from postmortem.findings import Evidence, Finding
+from postmortem.rules import facts, rule
+
+FP_KV = re.compile(r"(SequenceNumber|OpType|TensorShape|TensorDtypes)=(\[[^\]]*\]|[^,)]+)")
+WAIT_KINDS = ("watchdog_timeout", "collective_timeout", "watchdog_status", "store_error")
+TEARDOWN_NOISE = ("teardown",)
+
+
+def _fingerprint(text: str | None) -> dict:
+    return dict(FP_KV.findall(text or ""))
+
+
+def _numel(shape: str | None) -> int | None:
+    nums = re.findall(r"\d+", shape or "")
+    if not nums:
+        return None
+    n = 1
+    for x in nums:
+        n *= int(x)
+    return n
+
+
+@rule(id="collective-mismatch", title="Ranks called different collectives", category="barrier_skew",
+      severity="critical",
+      description="TORCH_DISTRIBUTED_DEBUG=DETAIL (ProcessGroupWrapper) reported that ranks ran different collectives "
+                  "at the same point. Same op and sequence number but different large flat tensor sizes means DDP "
+                  "gradient buckets differed (ranks used different parameters: a DDP usage error); different ops, "
+                  "sequence numbers or small tensors mean rank-dependent control flow (barrier skew).",
+      remediation="Make every rank issue the same collectives in the same order: no collectives under "
+                  "rank-dependent or data-dependent conditions (logging keys, time-based checkpoint triggers, "
+                  "early exits); broadcast decisions from rank 0 instead of deciding per rank.")
+def collective_mismatch(tables):
+    mm = facts.ev(tables, "collective_mismatch")
+    if mm.empty:
+        return []
+    row = mm.iloc[0]
+    a = row["attrs"]
+    fa, fb = _fingerprint(a.get("fp_a")), _fingerprint(a.get("fp_b"))
+    na, nb = _numel(fa.get("TensorShape")), _numel(fb.get("TensorShape"))
+    same_op = fa.get("OpType") and fa.get("OpType") == fb.get("OpType")
+    same_seq = fa.get("SequenceNumber") is not None and fa.get("SequenceNumber") == fb.get("SequenceNumber")
+    bucket = (same_op and fa.get("OpType", "").upper() == "ALLREDUCE" and na and nb and na != nb
+              and min(na, nb) >= 1_000_000 and (same_seq or not fa.get("SequenceNumber")))
+    ranks = [int(x) for x in (a.get("rank_a"), a.get("rank_b")) if x is not None]
+    if bucket:
+        return [Finding(rule="collective-mismatch", category="ddp_usage_error", confidence=0.8, severity="critical",
+                        title="DDP gradient buckets differ across ranks",
+                        explanation=(f"At the same collective (ALLREDUCE #{fa.get('SequenceNumber', '?')}) ranks "
+                                     f"reduced flat buffers of {na:,} vs {nb:,} elements: DDP's gradient buckets "
+                                     "differed, so the ranks' backward passes used different parameter sets "
+                                     "(data-dependent branches such as a skipped vision tower on a text-only batch)."),
+                        remediation="Make every rank run the same modules each step (run skipped branches on dummy "
+                                    "input with zero weight) or use find_unused_parameters=True / static_graph "
+                                    "carefully.",
+                        affected_ranks=ranks, evidence=facts.evidence_from(mm, 3), order=facts.order_key(row),
+                        explains=("collective_timeout", "rank_crash", "barrier_skew"))]
+    what = (f"rank {a.get('rank_a')} ran {fa.get('OpType', '?')}"
+            + (f" #{fa['SequenceNumber']}" if fa.get("SequenceNumber") else "")
+            + (f" while rank {a.get('rank_b')} ran {fb.get('OpType', '?')}"
+               + (f" #{fb['SequenceNumber']}" if fb.get("SequenceNumber") else "") if fb else ""))
+    return [Finding(rule="collective-mismatch", category="barrier_skew", confidence=0.88, severity="critical",
+                    title="Ranks issued different collective sequences",
+                    explanation=f"The collective fingerprints differ: {what}. Ranks followed different code paths, "
+                                "so one waits in a collective the others never call (or call with other arguments).",
+                    remediation="Make every rank issue the same collectives in the same order: no collectives under rank- or data-dependent conditions; broadcast decisions from rank 0.",
+                    affected_ranks=ranks, evidence=facts.evidence_from(mm, 3), order=facts.order_key(row),
+                    explains=("collective_timeout", "rank_crash"))]
+
+
+def _waits(tables) -> pd.DataFrame:
+    w = facts.ev(tables, WAIT_KINDS)
+    if len(w):
+        w = w[~w["attrs"].map(lambda a: "teardown" in a)]
+    return w
+
+
+@rule(id="uneven-progress", title="Ranks ended at different steps or batch counts", category="barrier_skew",
+      severity="critical",
+      description="Per-rank progress differs at the end (different last steps, different batches per epoch) while "
+                  "ranks wait in collectives: the ranks will issue different numbers of collectives (uneven data "
+                  "shards, last partial batch, rank-dependent loops).",
+      remediation="Give every rank the same number of batches: DistributedSampler(drop_last=True) or pad the "
+                  "dataset, DDP's join() context manager for uneven inputs, and no per-rank early exits.")
+def uneven_progress(tables):
+    waits = _waits(tables)
+    st = tables.steps
+    st = st[st["rank"].notna() & st["step"].notna() & (st["phase"] == "train")]
+    if st.empty or waits.empty:
+        return []
+    per = st.groupby("rank").agg(last=("step", "max"), total=("total", "max"))
+    if len(per) < 2:
+        return []
+    totals = per["total"].dropna()
+    uneven_total = totals.nunique() > 1
+    uneven_last = per["last"].nunique() > 1
+    if not (uneven_total or uneven_last):
+        return []
+    col = "total" if uneven_total else "last"
+    mode = Counter(per[col].dropna().astype(int)).most_common(1)[0][0]
+    odd = [int(r) for r, v in per[col].items() if v == v and int(v) != mode]
+    if len(odd) * 2 > len(per):  # no majority: everyone differs; name none
+        odd = []
+    conf = 0.85 if uneven_total else 0.72
+    desc = ", ".join(f"rank {int(r)}: {int(v)}" for r, v in per[col].items() if v == v)
+    ev_rows = st.sort_values("line").groupby("rank").tail(1)
+    return [Finding(rule="uneven-progress", category="barrier_skew", confidence=conf, severity="critical",
+                    title="Ranks did different numbers of steps/batches",
+                    explanation=(f"{'Batches per epoch' if uneven_total else 'Last step reached'} differ between "
+                                 f"ranks ({desc}) and ranks then waited in a collective that the others never "
+                                 "reached: the ranks issued different numbers of collectives."),
+                    remediation="Use DistributedSampler(drop_last=True) or pad so every rank gets the same number "
+                                "of batches; wrap uneven loops in DDP's join(); avoid per-rank early exits.",
+                    culprit_ranks=odd, affected_ranks=facts.ranks_of(waits),
+                    step=int(per["last"].max()), evidence=facts.evidence_from(ev_rows, 8) + facts.evidence_from(waits, 3),
+                    order=(1, float("inf")), explains=("collective_timeout", "rank_crash", "straggler"))]
+
+
+@rule(id="peer-exited-while-waiting", title="A rank left the loop while others waited in a collective",
+      category="barrier_skew", severity="error",
+      description="Collective timeouts on some ranks while a peer was shutting down normally (CUDA 'driver "
+                  "shutting down', exit code 0, a finished message): the peer ran out of work earlier, e.g. the "
+                  "last partial batch was not dropped.",
+      remediation="Give every rank the same number of iterations (drop_last=True / padding / DDP join()).")
+def peer_exited(tables):
+    waits = _waits(tables)
+    if waits.empty:
+        tb = tables.tracebacks
+        waits = tb[tb["exc_message"].str.contains("timeout|Timed out", case=False, regex=True)] if len(tb) else tb
+    if waits.empty:
+        return []
+    down = facts.ev(tables, "teardown")
+    down = down[down["attrs"].map(lambda a: "shutdown" in a)]
+    clean = facts.ev(tables, "exit")
+    clean = clean[clean["attrs"].map(lambda a: str(a.get("code", a.get("code2", a.get("code3", "")))) == "0")]
+    hits = pd.concat([down, clean])
+    if hits.empty:
+        return []
+    return [Finding(rule="peer-exited-while-waiting", category="barrier_skew", confidence=0.7, severity="error",
+                    title="A peer finished while others were still in a collective",
+                    explanation="A collective timed out while another process was already shutting down normally "
+                                f"({str(hits.iloc[0]['message'])[:120]}): that rank had no more batches and left the "
+                                "loop, so the others waited for a collective it never called.",
+                    remediation="Make every rank run the same number of iterations (drop_last=True, padding, "
+                                "DDP join()).",
+                    culprit_ranks=facts.ranks_of(hits)[:1], affected_ranks=facts.ranks_of(waits),
+                    evidence=facts.evidence_from(waits, 3) + facts.evidence_from(hits, 2),
+                    order=(1, float("inf")), explains=("collective_timeout",))]
+
+
+MAIN_FIRST = re.compile(r"main_process_first|local_main_process_first|main_process_only")
+
+
+@rule(id="straggler-busy-rank", title="One rank did long work while the others waited", category="straggler",
+      severity="critical",
+      description="Ranks time out in a collective (watchdog, gloo, store) while one rank — the one missing from the "
+                  "timeouts, the store's source, or the main process of main_process_first — was busy with "
+                  "non-collective work (tokenizing, preprocessing, evaluation, saving) shown by its progress.",
+      remediation="Do long one-rank work before init_process_group or cache it offline, raise the process-group "
+                  "timeout (init_process_group(timeout=...), --ddp_timeout) to cover it, or split it across ranks.")
+def straggler(tables):
+    waits = _waits(tables)
+    tb = tables.tracebacks
+    mpf = tb[tb["frames"].map(lambda fr: bool(MAIN_FIRST.search(facts.frames_text(fr))))] if len(tb) else tb
+    if waits.empty and mpf.empty:
+        return []
+    waiting = set(facts.ranks_of(waits)) | set(facts.ranks_of(mpf))
+    candidates: list[tuple[int, str]] = []
+    for attrs in waits["attrs"]:
+        if attrs.get("src") is not None:
+            candidates.append((int(attrs["src"]), f"the waiting rank fetched the communicator id from rank {attrs['src']}'s store"))
+        if attrs.get("culprit") is not None:
+            candidates.append((int(attrs["culprit"]), f"the desync report names rank {attrs['culprit']}"))
+    if len(mpf):
+        candidates.append((0, "the waiting ranks sit inside main_process_first(), which waits for the main process"))
+    ws = tables.meta.get("world_size")
+    if ws and len(waiting) >= max(1, ws - 2) and len(waiting) < ws and not tables.meta.get("world_size_inferred"):
+        for r in range(int(ws)):
+            if r not in waiting:
+                candidates.append((r, f"rank {r} is the only one not reporting a timeout"))
+    elif ws and len(waiting) >= 2 and len(waiting) == ws - 1 and 0 not in waiting:
+        candidates.append((0, "rank 0 is the only one not reporting a timeout"))
+    work = _work_evidence(tables, waits)
+    if not candidates and work is None:
+        return []
+    culprit = Counter(r for r, _ in candidates).most_common(1)[0][0] if candidates else None
+    reasons = [why for r, why in candidates if r == culprit]
+    conf = 0.55
+    if culprit is not None and work is not None:
+        conf = 0.85
+    elif work is not None:
+        conf = 0.6
+    elif len(reasons) >= 2:
+        conf = 0.65
+    what = work[1] if work is not None else "non-collective work (no progress line shows which)"
+    timeout = _timeout_s(waits)
+    evidence = facts.evidence_from(waits, 3) + (facts.evidence_from(mpf, 1, text_col="exc_type") if len(mpf) else [])
+    if work is not None:
+        evidence = [work[0]] + evidence
+    return [Finding(rule="straggler-busy-rank", category="straggler", confidence=conf, severity="critical",
+                    title=f"Rank {culprit if culprit is not None else '?'} was busy ({what}) while the others waited",
+                    explanation=(f"Rank(s) {sorted(waiting) or '?'} waited in a collective"
+                                 + (f" and gave up after the {timeout:g} s timeout" if timeout else "")
+                                 + f", while rank {culprit if culprit is not None else '?'} was doing {what}. "
+                                 + " ".join(reasons).capitalize()
+                                 + (". " if reasons else "") + "The timeouts are the symptom; the long one-rank work "
+                                 "is the cause."),
+                    remediation="Move the long work out of the collective's window: preprocess/tokenize offline or "
+                                "before init_process_group and cache it, raise the timeout (init_process_group("
+                                "timeout=timedelta(hours=2)) / --ddp_timeout), or shard the work across ranks.",
+                    culprit_ranks=[culprit] if culprit is not None else [], affected_ranks=sorted(waiting),
+                    evidence=evidence, order=(1, float("inf")), explains=("collective_timeout", "rank_crash"))]
+
+
+def _timeout_s(waits: pd.DataFrame) -> float | None:
+    for attrs in waits["attrs"]:
+        for key in ("timeout_ms",):
+            if attrs.get(key):
+                return int(attrs[key]) / 1000
+    return None
+
+
+def _work_evidence(tables, waits: pd.DataFrame):
+    """The last non-training progress (data prep / eval / sampling) or data-prep line before the timeouts."""
+    st = tables.steps
+    work = st[st["phase"].isin(["data", "eval", "sample"])]
+    prep = facts.ev(tables, "data_prep")
+    if work.empty and prep.empty:
+        return None
+    if len(work):
+        w = work.sort_values("step").iloc[-1]
+        desc = str(w["desc"] or w["phase"])
+        frac = f" ({int(w['step'])}/{int(w['total'])})" if pd.notna(w["total"]) else ""
+        return (Evidence(w["source"], facts._int(w["line"]), facts._int(w["rank"]), f"{desc}{frac}"),
+                f"'{desc}'{frac}")
+    p = prep.iloc[-1]
+    return (Evidence(p["source"], facts._int(p["line"]), facts._int(p["rank"]), str(p["message"])[:200]),
+            "data preparation")

@@ -15,6 +15,7 @@ def first_exception(tables):
     if tb.empty:
         return []
     tb = tb[tb["exc_type"] != "<truncated>"]
+    tb = tb[[not _explained(tables, r) for _, r in tb.iterrows()]]
     if tb.empty:
         return []
     tb = tb.assign(_k=[facts.order_key(r) for _, r in tb.iterrows()]).sort_values("_k")
@@ -32,6 +33,18 @@ def first_exception(tables):
         remediation="Fix this exception; rerun with the same seed to confirm.",
         culprit_ranks=culprit, affected_ranks=others if ranks else [], evidence=[facts.tb_evidence(first)],
         order=facts.order_key(first), explains=("collective_timeout", "nccl_error"))]
+
+
+SPECIALISED = ("oom", "checkpoint_error", "dataloader", "nccl_error", "nccl_warn", "gpu_hw", "collective_mismatch",
+               "ddp_error", "nan", "host_oom", "enospc", "kernel_xid", "kernel_gpu_error")
+
+
+def _explained(tables, row) -> bool:
+    """True when a specialised rule owns this exception (an event of its kind sits on the exception's lines)."""
+    ev = tables.events
+    lo, hi = int(row["line"]), int(row["end_line"]) if not _na(row["end_line"]) else int(row["line"])
+    near = ev[(ev["source"] == row["source"]) & (ev["line"] >= lo) & (ev["line"] <= hi + 3) & ev["kind"].isin(SPECIALISED)]
+    return len(near) > 0
 
 
 def _na(v) -> bool:

@@ -1,1 +1,183 @@
-"""Rule family (filled in by the root-cause engine)."""
+"""Hang rules from stacks and logger traces: a logger blocking the loop, one rank stuck elsewhere, data-loader hangs."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pandas as pd
+
+from postmortem.findings import Evidence, Finding
+from postmortem.rules import facts, rule
+
+_LOGGING = re.compile(r"wandb/|tensorboard|tensorboardx|tqdm/|rich/|mlflow|comet_ml|neptune")
+_COLLECTIVE = re.compile(r"distributed_c10d|c10d_logger|all_reduce|allreduce|barrier|all_gather|broadcast|"
+                         r"reduce_scatter|work\.wait|_store|init_process_group|monitored_barrier")
+_DATA = re.compile(r"torch/utils/data|dataloader|multiprocessing/queues|pin_memory|_worker_loop|queues\.py")
+_CKPT = re.compile(r"serialization|torch/save|safetensors|save_checkpoint|state_dict|checkpoint")
+_SLEEP = re.compile(r"time\.sleep|\bsleep\b|threading\.py|lock\.acquire|acquire|\bwait\b")
+
+
+def _classify(frames) -> str:
+    """Class of a stack: prefer postmortem.stacks.classify_frames when present, else a small local version."""
+    try:
+        from postmortem.stacks import classify_frames
+        return classify_frames(frames)
+    except Exception:
+        text = facts.frames_text(frames)
+        for name, rx in (("logging", _LOGGING), ("collective_wait", _COLLECTIVE), ("data_loading", _DATA),
+                         ("checkpoint_io", _CKPT), ("sleep_lock", _SLEEP)):
+            if rx.search(text):
+                return name
+        return "compute" if frames else "unknown"
+
+
+def _main_threads(tables) -> pd.DataFrame:
+    st = tables.stacks
+    if st.empty:
+        return st
+    main = st[(st["thread_name"] == "MainThread") |
+              st["frames"].map(lambda fr: bool(fr) and str(fr[-1].get("func", "")).endswith("<module>"))]
+    return main if len(main) else st
+
+
+def _innermost_user(frames) -> str:
+    for f in frames or []:
+        if not facts.LIB_PATH.search(str(f.get("file", ""))) and "python" not in str(f.get("file", "")):
+            return f"{f.get('func')} ({str(f.get('file', '')).rsplit('/', 1)[-1]}:{f.get('line')})"
+    f = (frames or [{}])[0]
+    return f"{f.get('func')} ({str(f.get('file', '')).rsplit('/', 1)[-1]}:{f.get('line')})"
+
+
+def _stack_ev(row, cls: str) -> Evidence:
+    return Evidence(row["source"], facts._int(row["line"]), facts._int(row["rank"]),
+                    f"{row['thread_name'] or 'thread'} [{cls}] in {_innermost_user(row['frames'])}")
+
+
+@rule(id="logger-blocks-loop", title="A logger blocked the training loop", category="logging_blocking",
+      severity="critical",
+      description="A stack shows a thread (usually the main one) blocked inside wandb/tensorboard/tqdm/rich — a full "
+                  "socket to the wandb service, a network retry loop, wandb.finish() waiting for the service, a tqdm "
+                  "lock deadlock — or the logger's own lines show it stuck retrying or finishing.",
+      remediation="Log asynchronously and less often (wandb.log(..., commit=False) per batch, commit per N steps), "
+                  "WANDB_MODE=offline and sync later, set wandb timeouts, tqdm.monitor_interval = 0 for the tqdm lock "
+                  "deadlock; check the network/proxy for retry loops.",
+      references=("https://docs.wandb.ai/guides/track/log/",))
+def logger_blocks(tables):
+    st = tables.stacks
+    blocked = pd.DataFrame()
+    if len(st):
+        cls = st["frames"].map(_classify)
+        blocked = st[cls == "logging"]
+    wb = facts.ev(tables, "wandb")
+    retry = wb[wb["attrs"].map(lambda a: "retry" in a)] if len(wb) else wb
+    finish = wb[wb["attrs"].map(lambda a: a.get("exit_ret") in ("None", None) and "exit_ret" in a)] if len(wb) else wb
+    if blocked.empty and retry.empty and finish.empty:
+        return []
+    evidence, why, conf = [], [], 0.0
+    if len(blocked):
+        main = blocked[blocked["thread_name"] == "MainThread"]
+        row = (main if len(main) else blocked).iloc[0]
+        conf = 0.88 if len(main) else 0.75
+        evidence.append(_stack_ev(row, "logging"))
+        why.append(f"the {'main thread' if len(main) else 'thread ' + str(row['thread_name'])} is blocked in "
+                   f"{_innermost_logging(row['frames'])}")
+    if len(retry):
+        evidence += facts.evidence_from(retry, 2)
+        why.append("wandb was stuck in a network retry loop")
+        conf = max(conf, 0.6) if conf == 0 else min(0.93, conf + 0.05)
+    if len(finish):
+        evidence += facts.evidence_from(finish, 2)
+        why.append("wandb.finish() was polling the wandb service for an exit that never came")
+        conf = max(conf, 0.62) if conf == 0 else min(0.93, conf + 0.05)
+    others = facts.root_tracebacks(tables)
+    if conf < 0.8 and len(others[others["exc_type"] != "<truncated>"]):
+        conf -= 0.2
+    return [Finding(rule="logger-blocks-loop", category="logging_blocking", confidence=conf, severity="critical",
+                    title="Training loop blocked in the logger",
+                    explanation="; ".join(why).capitalize() + ". While the logger blocks, the rank makes no progress "
+                                "and its peers wait in the next collective.",
+                    remediation="wandb.log(..., commit=False) inside the loop and commit every N steps; "
+                                "WANDB_MODE=offline + `wandb sync` later; fix proxy/network; for tqdm lock deadlocks "
+                                "set tqdm.tqdm.monitor_interval = 0.",
+                    culprit_ranks=facts.ranks_of(blocked)[:8] if len(blocked) else [], evidence=evidence[:6],
+                    order=(1, float("inf")), explains=("collective_timeout", "straggler", "unknown"))]
+
+
+def _innermost_logging(frames) -> str:
+    for f in frames or []:
+        if _LOGGING.search(str(f.get("file", "")).lower()):
+            return f"{f.get('func')} ({str(f.get('file', '')).rsplit('site-packages/', 1)[-1]}:{f.get('line')})"
+    return _innermost_user(frames)
+
+
+@rule(id="odd-rank-out-stack", title="One rank's stack differs from the waiting majority", category="straggler",
+      severity="critical",
+      description="Stack dumps of a hung job: most ranks wait in a collective while the odd rank(s) are elsewhere "
+                  "(compute, a lock, sleep, checkpoint I/O, DataLoader); or ranks wait in different collectives.",
+      remediation="Look at the odd rank's innermost user frame: that is where it is stuck; fix that code path (or, "
+                  "for different collectives, make every rank call the same collectives).")
+def odd_rank_stack(tables):
+    main = _main_threads(tables)
+    main = main[main["rank"].notna()] if len(main) else main
+    if main.empty:
+        return _single_process(tables)
+    latest = main.sort_values(["rank", "line"]).groupby("rank").tail(1)
+    if len(latest) < 2:
+        return _single_process(tables)
+    cls = {int(r["rank"]): _classify(r["frames"]) for _, r in latest.iterrows()}
+    waiting = [r for r, c in cls.items() if c == "collective_wait"]
+    odd = [r for r, c in cls.items() if c != "collective_wait"]
+    rows = {int(r["rank"]): r for _, r in latest.iterrows()}
+    if waiting and odd and len(odd) < len(waiting) + 1:
+        kinds = Counter(cls[r] for r in odd)
+        kind = kinds.most_common(1)[0][0]
+        where = _innermost_user(rows[odd[0]]["frames"])
+        category = {"logging": "logging_blocking", "data_loading": "dataloader_failure"}.get(kind, "straggler")
+        return [Finding(rule="odd-rank-out-stack", category=category, confidence=0.85, severity="critical",
+                        title=f"Rank {odd[0]} stuck in {where} while {len(waiting)} rank(s) wait in a collective",
+                        explanation=(f"In the stack dumps, rank(s) {waiting} wait in a collective while rank(s) {odd} "
+                                     f"are in {kind.replace('_', ' ')}: innermost frame {where}. The waiting ranks "
+                                     "cannot finish until the odd rank reaches the same collective."),
+                        remediation=f"Find out why rank {odd[0]} is stuck in {where} (lock, sleep, endless loop, slow "
+                                    "I/O) and fix it; long legitimate work needs a longer timeout.",
+                        culprit_ranks=odd, affected_ranks=waiting,
+                        evidence=[_stack_ev(rows[r], cls[r]) for r in odd[:4]] + [_stack_ev(rows[r], "collective_wait") for r in waiting[:2]],
+                        order=(1, float("inf")), explains=("collective_timeout", "rank_crash", "unknown"))]
+    if len(waiting) >= 2:
+        sites = Counter(_innermost_user(rows[r]["frames"]) for r in waiting)
+        if len(sites) > 1:
+            minority_site = sites.most_common()[-1][0]
+            odd = [r for r in waiting if _innermost_user(rows[r]["frames"]) == minority_site]
+            return [Finding(rule="odd-rank-out-stack", category="barrier_skew", confidence=0.8, severity="critical",
+                            title="Ranks wait in different collectives",
+                            explanation="The stack dumps show ranks blocked in different collective call sites: "
+                                        + "; ".join(f"{n} rank(s) at {s}" for s, n in sites.items())
+                                        + ". They will never match: the code paths diverged.",
+                            remediation="Make every rank call the same collectives in the same order.",
+                            culprit_ranks=odd if len(odd) * 2 < len(waiting) else [],
+                            affected_ranks=[r for r in waiting if r not in odd],
+                            evidence=[_stack_ev(rows[r], "collective_wait") for r in waiting[:6]],
+                            order=(1, float("inf")), explains=("collective_timeout", "straggler"))]
+    return []
+
+
+def _single_process(tables) -> list[Finding]:
+    """Dumps without rank (one process): a data-loading hang shows as threads blocked in queue gets."""
+    st = tables.stacks
+    if st.empty:
+        return []
+    cls = st["frames"].map(_classify)
+    data = st[cls == "data_loading"]
+    if len(data) and (cls == "collective_wait").sum() == 0:
+        row = data.iloc[0]
+        return [Finding(rule="odd-rank-out-stack", category="dataloader_failure", confidence=0.6, severity="error",
+                        title="Process stuck waiting on DataLoader queues",
+                        explanation=f"The dumped threads wait in data loading ({_innermost_user(row['frames'])}): the "
+                                    "loop is blocked on batches that never arrive (a hung or deadlocked worker, e.g. a "
+                                    "lock inherited across fork, or a pin-memory thread stuck).",
+                        remediation="Dump the DataLoader worker processes too (py-spy dump --subprocesses); try "
+                                    "num_workers=0 to confirm, multiprocessing_context='spawn' or persistent_workers, "
+                                    "and update PyTorch (fork-inherited lock deadlocks were fixed in the SharedCache).",
+                        evidence=[_stack_ev(row, "data_loading")], order=(1, float("inf")),
+                        explains=("collective_timeout", "unknown"))]
+    return []

@@ -1,1 +1,78 @@
-"""Rule family (filled in by the root-cause engine)."""
+"""Checkpoint rules: corrupt/truncated checkpoints, joined with disk-full errors and save/load events across ranks."""
+from __future__ import annotations
+
+import pandas as pd
+
+from postmortem.findings import Finding
+from postmortem.rules import facts, rule
+
+
+@rule(id="checkpoint-corrupt", title="Checkpoint corrupt, truncated or read while being written",
+      category="checkpoint_corruption", severity="critical",
+      description="Loading a checkpoint failed because the file is incomplete or inconsistent; joined with ENOSPC "
+                  "during a save (truncated), saves and loads of the same path on different ranks (read during "
+                  "write), or several ranks saving the same path (concurrent writers).",
+      remediation="Save from rank 0 only, to a temporary name then os.replace() it into place; make other ranks "
+                  "wait (dist.barrier()) before loading; check free disk space before saving; delete the partial "
+                  "file before resuming.",
+      false_positives=("A corrupt download (not written by this job).",))
+def checkpoint_corrupt(tables):
+    bad = facts.ev(tables, "checkpoint_error")
+    tb = tables.tracebacks
+    enospc = facts.ev(tables, "enospc")
+    # ENOSPC raised inside torch.save / serialization is itself a truncated write.
+    save_tb = tb[tb.apply(lambda r: "no space" in str(r["exc_message"]).lower() and any(
+        w in facts.frames_text(r["frames"]) for w in ("serialization", "save", "write_record", "torch.save")), axis=1)] \
+        if len(tb) else tb
+    if bad.empty and save_tb.empty:
+        return []
+    saves, loads = facts.ev(tables, "checkpoint_save"), facts.ev(tables, "checkpoint_load")
+    why, conf = [], 0.8
+    writer_fail = bad[bad["attrs"].map(lambda a: "writer" in a)] if len(bad) else bad
+    shell_full = enospc[~enospc["message"].str.contains("NCCL WARN|posix_fallocate|/dev/shm", regex=True)]
+    if len(save_tb) or len(writer_fail) or (len(shell_full) and len(bad)):
+        why.append("a save ran out of disk space (ENOSPC), leaving a partial file that a later load failed to read")
+        conf = 0.92
+    race = _read_during_write(saves, loads)
+    if race:
+        why.append(race)
+        conf = 0.92
+    writers = saves.groupby(saves["attrs"].map(lambda a: a.get("path")))["rank"].nunique() if len(saves) else pd.Series(dtype=int)
+    multi = [p for p, n in writers.items() if p and n > 1]
+    if multi:
+        why.append(f"{int(writers[multi[0]])} ranks saved the same path {multi[0]} (concurrent writers)")
+        conf = 0.9
+    if bad.empty:
+        why.append("the checkpoint save itself failed part-way")
+    elif not why:
+        why.append("the checkpoint file is incomplete or inconsistent: " + str(bad.iloc[0]["message"])[:200])
+    ev_rows = pd.concat([save_tb.rename(columns={"exc_message": "message"})[["source", "line", "rank", "message"]]
+                         if len(save_tb) else bad.head(0)[["source", "line", "rank", "message"]],
+                         bad[["source", "line", "rank", "message"]], shell_full[["source", "line", "rank", "message"]]])
+    culprit = facts.ranks_of(bad)[:1]
+    first = bad.iloc[0] if len(bad) else None
+    return [Finding(rule="checkpoint-corrupt", category="checkpoint_corruption", confidence=conf, severity="critical",
+                    title="Checkpoint incomplete or corrupt",
+                    explanation="; ".join(why).capitalize() + ".",
+                    remediation="Write checkpoints atomically (save to path.tmp on rank 0, then os.replace), "
+                                "dist.barrier() before other ranks load, keep the previous checkpoint until the new "
+                                "one is complete, and monitor disk space; delete the partial file and resume from "
+                                "the last good one.",
+                    culprit_ranks=culprit, evidence=facts.evidence_from(ev_rows, 6),
+                    order=facts.order_key(first) if first is not None else (1, float("inf")),
+                    explains=("rank_crash", "collective_timeout"))]
+
+
+def _read_during_write(saves: pd.DataFrame, loads: pd.DataFrame) -> str | None:
+    """A load of a path on one rank while another rank was saving it (same path, different ranks)."""
+    if saves.empty or loads.empty:
+        return None
+    for _, s in saves.iterrows():
+        path = s["attrs"].get("path")
+        if not path:
+            continue
+        same = loads[loads["attrs"].map(lambda a: a.get("path") == path) & (loads["rank"] != s["rank"])]
+        if len(same):
+            r = same.iloc[0]
+            return (f"rank {r['rank']} loaded {path} while rank {s['rank']} was saving it (read during write)")
+    return None

@@ -1,1 +1,201 @@
-"""Rule family (filled in by the root-cause engine)."""
+"""Memory rules: GPU OOM (with the phase it happened in), host OOM / OOM killer, DataLoader worker deaths."""
+from __future__ import annotations
+
+import pandas as pd
+
+from postmortem.findings import Evidence, Finding
+from postmortem.rules import facts, rule
+from postmortem.rules.phase import infer_phase
+
+ALLOCATOR_GROUPS = ("dev", "kernel", "thc", "cublas")   # Python-side OOMs (NCCL's own are nccl_error evidence)
+
+
+def _python_ooms(tables) -> pd.DataFrame:
+    oom = facts.ev(tables, "oom")
+    if oom.empty:
+        return oom
+    return oom[[any(g in a for g in ALLOCATOR_GROUPS) for a in oom["attrs"]]]
+
+
+def _tb_for(tables, row) -> pd.Series | None:
+    """The traceback that carries an OOM line: same source, ending at (or just after) the OOM line."""
+    tb = tables.tracebacks
+    if tb.empty:
+        return None
+    same = tb[(tb["source"] == row["source"]) & (tb["end_line"] >= row["line"] - 2) & (tb["line"] <= row["line"] + 2)]
+    if len(same):
+        return same.iloc[0]
+    near = tb[(tb["source"] == row["source"]) & (tb["line"] <= row["line"]) & (tb["end_line"] >= row["line"] - 40)]
+    return near.iloc[-1] if len(near) else None
+
+
+@rule(id="gpu-oom", title="CUDA out of memory", category="gpu_oom", severity="critical",
+      description="A CUDA allocator (or kernel) out-of-memory error; the phase (train, eval, sample, checkpoint) is "
+                  "inferred from the traceback frames, the phase markers before it, the step of death against the "
+                  "periods echoed in the config, batch-size echoes and the size of the failed allocation.",
+      remediation="Reduce the batch of the phase that failed (e.g. sample/eval batch size), wrap eval/sampling in "
+                  "torch.no_grad(), free training tensors before the pass (torch.cuda.empty_cache()), or set "
+                  "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True when reserved >> allocated.",
+      references=("https://pytorch.org/docs/stable/notes/cuda.html#memory-management",),
+      false_positives=("An OOM caught and handled by the program (e.g. batch-size search) that did not end the job.",))
+def gpu_oom(tables):
+    ooms = _python_ooms(tables)
+    if ooms.empty:
+        return []
+    ooms = ooms.assign(_k=[facts.order_key(r) for _, r in ooms.iterrows()]).sort_values("_k")
+    first = ooms.iloc[0]
+    culprit = [int(first["rank"])] if pd.notna(first["rank"]) else []
+    tb_row = _tb_for(tables, first)
+    if not culprit and tb_row is not None and pd.notna(tb_row["rank"]):
+        culprit = [int(tb_row["rank"])]
+    steps = facts.last_step_per_rank(tables)
+    step = steps.get(culprit[0]) if culprit else (max(steps.values()) if steps else None)
+    detail = facts.ev(tables, "oom_detail")
+    detail = detail[(detail["source"] == first["source"]) & (abs(detail["line"] - first["line"]) <= 2)]
+    guess = infer_phase(tables, first, tb_row, step, detail.iloc[0]["attrs"] if len(detail) else None)
+    conf = 0.55 + 0.4 * guess.strength if guess.phase != "unknown" else 0.5
+    oom_ranks = facts.ranks_of(ooms)
+    evidence = [Evidence(first["source"], int(first["line"]), culprit[0] if culprit else None,
+                         str(first["message"])[:400])]
+    if tb_row is not None:
+        evidence.append(facts.tb_evidence(tb_row))
+    cfg = facts.ev(tables, "config")
+    evidence += facts.evidence_from(cfg[cfg["attrs"].map(lambda a: any(w in a.get("key", "") for w in ("batch", "period", "every")))], 3)
+    why = "; ".join(guess.signals) if guess.signals else "no signal places it in a phase"
+    phase_txt = {"train": "during a training step", "eval": "during evaluation/validation",
+                 "sample": "during sampling/generation", "checkpoint": "while saving a checkpoint",
+                 "init": "during setup", "unknown": "in an undetermined phase"}[guess.phase]
+    others = [r for r in facts.world_ranks(tables) if r not in culprit]
+    return [Finding(
+        rule="gpu-oom", category="gpu_oom", phase=guess.phase, confidence=conf, severity="critical",
+        title=f"CUDA out of memory {phase_txt}" + (f" on rank {culprit[0]}" if culprit else ""),
+        explanation=(f"Rank {culprit[0] if culprit else '?'} ran out of GPU memory {phase_txt}"
+                     f"{f' at step {step}' if step is not None else ''}. Phase evidence: {why}."
+                     + (f" {len(oom_ranks)} ranks reported OOM." if len(oom_ranks) > 1 else "")
+                     + " Timeouts or closed connections on other ranks are consequences."),
+        remediation={"sample": "Lower the sampling/generation batch size (it is per device) or the number of sample "
+                               "batches, run sampling under torch.no_grad()/inference_mode, and free the training "
+                               "graph first (del loss; torch.cuda.empty_cache()).",
+                     "eval": "Wrap evaluation in torch.no_grad()/inference_mode, lower the eval batch size, move "
+                             "large metric computations to CPU.",
+                     "checkpoint": "Save from CPU copies (state_dict on CPU / FSDP offload_to_cpu), one rank at a time.",
+                     }.get(guess.phase, "Reduce the per-device batch size or sequence length, use gradient "
+                                        "checkpointing or mixed precision, or a GPU with more memory."),
+        culprit_ranks=culprit, affected_ranks=others, step=step, evidence=evidence, order=facts.order_key(first),
+        explains=("collective_timeout", "rank_crash", "nccl_error"))]
+
+
+@rule(id="host-oom-killer", title="Host RAM exhausted (kernel OOM killer)", category="host_oom", severity="critical",
+      description="The kernel's OOM killer (dmesg/syslog/Slurm) killed a process, or a rank died by SIGKILL / the "
+                  "shell printed 'Killed' with no Python traceback, or host memory grew steadily in snapshots.",
+      remediation="Reduce host memory: fewer DataLoader workers, datasets in numpy/arrow buffers instead of Python "
+                  "objects (copy-on-access in forked workers), smaller replay/prefetch buffers; check `dmesg -T`.",
+      false_positives=("SIGKILL sent by a scheduler (time limit, preemption) or by torchrun after another rank failed.",))
+def host_oom(tables):
+    kills = facts.ev(tables, ("host_oom", "kernel_oom_kill"))
+    shell = facts.ev(tables, "killed")
+    mem = facts.ev(tables, "host_mem")
+    sigkill = facts.ev(tables, ("torchrun_failure", "exit"))
+    sigkill = sigkill[sigkill["attrs"].map(lambda a: str(a.get("exitcode", a.get("code", ""))) == "-9"
+                                           or a.get("signal") == "SIGKILL")]
+    evidence, conf, culprit = [], 0.0, []
+    if len(kills):
+        evidence += facts.evidence_from(kills, 4)
+        conf = 0.9
+    if len(shell):
+        last_line = tables.sources.set_index("source")["lines"].to_dict()
+        # 'Killed' as one of the last lines of a log, with no traceback after it: the process was SIGKILLed.
+        tail = shell[[int(r["line"]) >= (last_line.get(r["source"]) or 0) - 3 for _, r in shell.iterrows()]]
+        if len(tail):
+            evidence += facts.evidence_from(tail, 2)
+            conf = max(conf, 0.75)
+    if len(sigkill):
+        evidence += facts.evidence_from(sigkill, 3)
+        culprit = facts.ranks_of(sigkill)
+        conf = max(conf, 0.6) if conf == 0 else min(0.95, conf + 0.05)
+    growth = _ram_growth(mem)
+    if growth:
+        evidence += growth[1]
+        conf = max(conf, 0.6) if conf == 0 else min(0.95, conf + 0.05)
+    if not evidence:
+        return []
+    tb = facts.root_tracebacks(tables)
+    if conf < 0.9 and len(tb[~tb["exc_type"].isin(["<truncated>", "MemoryError"])]):
+        conf -= 0.25  # a Python exception exists: the kill may be torchrun cleaning up after it
+    why = []
+    if len(kills):
+        why.append("the kernel OOM killer killed the process")
+    if growth:
+        why.append(growth[0])
+    if len(shell) and not len(kills):
+        why.append("the shell reported the process 'Killed' (SIGKILL) with no Python traceback")
+    if len(sigkill) and not len(kills):
+        why.append(f"rank(s) {culprit} exited by SIGKILL (-9) without a Python traceback")
+    return [Finding(rule="host-oom-killer", category="host_oom", confidence=conf, severity="critical",
+                    title="Host memory exhausted: process killed by the OOM killer",
+                    explanation="; ".join(why).capitalize() + ". SIGKILL leaves no Python traceback, which is why the "
+                                "job just stops.",
+                    remediation="Lower host memory use (fewer/lighter DataLoader workers, no per-worker copies of big Python "
+                    "datasets, bounded buffers) or request more RAM; confirm with `dmesg -T | grep -i oom`.",
+                    culprit_ranks=culprit, evidence=evidence[:8], order=(1, float("inf")),
+                    explains=("collective_timeout", "rank_crash", "dataloader_failure"))]
+
+
+def _ram_growth(mem: pd.DataFrame):
+    """Steady growth of used host RAM across snapshots: (sentence, evidence) or None."""
+    if len(mem) < 3:
+        return None
+    used = [a.get("used_kb") for a in mem["attrs"]]
+    used = [u for u in used if isinstance(u, (int, float))]
+    if len(used) < 3:
+        return None
+    rises = sum(1 for a, b in zip(used, used[1:]) if b > a)
+    if rises >= 0.8 * (len(used) - 1) and used[-1] > 1.5 * used[0]:
+        total = mem.iloc[-1]["attrs"].get("total_kb")
+        share = f" ({used[-1] / total:.0%} of {total / 1024 ** 2:.0f} GiB)" if total else ""
+        return (f"used host RAM grew in {rises} of {len(used) - 1} snapshots, {used[0] / 1024 ** 2:.1f} -> "
+                f"{used[-1] / 1024 ** 2:.1f} GiB{share}", facts.evidence_from(mem.iloc[[0, -1]], 2))
+    return None
+
+
+@rule(id="dataloader-worker-died", title="DataLoader worker died or ran out of shared memory",
+      category="dataloader_failure", severity="critical",
+      description="A DataLoader worker was killed (signal), crashed (bus error / segfault), timed out, or could not "
+                  "allocate shared memory (/dev/shm).",
+      remediation="For bus errors / shm: raise /dev/shm (docker --shm-size=16g or --ipc=host, k8s emptyDir medium "
+                  "Memory) or use fewer workers; for killed workers check host RAM (dmesg) and per-worker memory; "
+                  "for exceptions in workers fix the dataset code shown in the worker traceback.",
+      references=("https://pytorch.org/docs/stable/data.html#multi-process-data-loading",))
+def dataloader_failure(tables):
+    dl = facts.ev(tables, "dataloader")
+    if dl.empty:
+        return []
+    dl = dl.assign(_k=[facts.order_key(r) for _, r in dl.iterrows()]).sort_values("_k")
+    shm = dl[dl["attrs"].map(lambda a: "shm" in a or a.get("what") == "bus error" or "Bus" in str(a.get("signal", "")))]
+    killed = dl[dl["attrs"].map(lambda a: str(a.get("signal", "")).startswith("Killed"))]
+    first = dl.iloc[0]
+    culprit = facts.ranks_of(dl)[:1]
+    kills = facts.ev(tables, ("host_oom", "kernel_oom_kill"))
+    if len(shm):
+        why = ("A DataLoader worker hit a bus error: the worker could not write into shared memory (/dev/shm), "
+               "which is small by default in containers (64 MB in Docker).")
+    elif len(killed) and len(kills):
+        why = "A DataLoader worker was SIGKILLed by the kernel OOM killer (host RAM exhausted)."
+    elif len(killed):
+        why = ("A DataLoader worker was killed by SIGKILL: usually the kernel OOM killer (host RAM) — check dmesg.")
+    else:
+        why = f"A DataLoader worker failed: {str(first['message'])[:200]}"
+    return [Finding(rule="dataloader-worker-died", category="dataloader_failure", confidence=0.9,
+                    severity="critical", title="DataLoader worker failure" + (" (shared memory)" if len(shm) else ""),
+                    explanation=why, remediation=dataloader_failure_remediation(len(shm) > 0),
+                    culprit_ranks=culprit, evidence=facts.evidence_from(dl, 4), order=facts.order_key(first),
+                    explains=("collective_timeout", "rank_crash", "host_oom"))]
+
+
+def dataloader_failure_remediation(shm: bool) -> str:
+    """Fix text for a DataLoader failure."""
+    if shm:
+        return ("Give the container more shared memory (docker run --shm-size=16g or --ipc=host; Kubernetes: mount an "
+                "emptyDir with medium: Memory at /dev/shm), or lower num_workers / use file_system sharing strategy.")
+    return ("Check host memory (dmesg for the OOM killer), reduce num_workers or per-worker memory, and read the "
+            "worker's own traceback for exceptions in the dataset code.")

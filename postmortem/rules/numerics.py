@@ -1,1 +1,44 @@
-"""Rule family (filled in by the root-cause engine)."""
+"""Numeric rules: the loss (or inputs) became NaN/Inf."""
+from __future__ import annotations
+
+import math
+
+from postmortem.findings import Finding
+from postmortem.rules import facts, rule
+
+
+@rule(id="nan-loss", title="Loss became NaN/Inf", category="nan_inf", severity="error",
+      description="Loss values (or anomaly-detection checks) turned NaN/Inf; warnings such as 'divide by zero "
+                  "encountered in log' before it point at the operation that produced it.",
+      remediation="Find the first non-finite value: torch.autograd.set_detect_anomaly(True) for one step, check "
+                  "inputs/targets for zeros/inf (log(0), division by a zero-size box), lower the learning rate or "
+                  "shorten warmup, enable gradient clipping, use bf16 instead of fp16.",
+      false_positives=("fp16 loss-scaler overflow steps that the scaler skips (transient, training continues).",))
+def nan_loss(tables):
+    nan = facts.ev(tables, "nan")
+    st = tables.steps
+    st_nan = st[st["loss"].map(lambda x: isinstance(x, float) and (math.isnan(x) or math.isinf(x)))] if len(st) else st
+    if nan.empty and st_nan.empty:
+        return []
+    warn = facts.ev(tables, "numeric_warning")
+    n_lines = len(set(zip(nan["source"], nan["line"])))
+    conf = 0.85 if n_lines >= 2 or len(st_nan) >= 2 else 0.65
+    if len(warn):
+        conf = min(0.9, conf + 0.05)
+    first = nan.iloc[0] if len(nan) else st_nan.iloc[0]
+    step = None
+    if len(st_nan) and st_nan.iloc[0]["step"] == st_nan.iloc[0]["step"]:
+        step = int(st_nan.iloc[0]["step"])
+    why = "The loss turned non-finite" + (f" at step {step}" if step is not None else "")
+    if len(warn):
+        w = warn.iloc[0]
+        why += f", after the warning '{str(w['message'])[:120]}' (line {w['line']}), which names the operation"
+    why += ". Once a loss is NaN every update spreads it; the job then diverges, stops, or a NaN check aborts it."
+    return [Finding(rule="nan-loss", category="nan_inf", confidence=conf, title="Loss became NaN/Inf",
+                    explanation=why,
+                    remediation="Guard the operation named by the first warning (add eps to log/division inputs, "
+                                "filter degenerate samples), lower the learning rate or fix the warmup schedule, "
+                                "clip gradients; torch.autograd.set_detect_anomaly(True) finds the first NaN.",
+                    culprit_ranks=facts.ranks_of(nan)[:1], step=step,
+                    evidence=facts.evidence_from(warn, 2) + facts.evidence_from(nan, 4),
+                    order=facts.order_key(first), explains=("rank_crash", "collective_timeout"))]
