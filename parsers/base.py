@@ -5,6 +5,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
+from postmortem import textio
 from postmortem.discover import Source
 
 
@@ -81,13 +82,37 @@ def parse_source(source: Source) -> ParseResult:
     if source.problem:
         result.problems.append(source.problem)
         return result
-    for fn in _REGISTRY.get(source.kind, []):
+    parsers = _REGISTRY.get(source.kind, [])
+    for fn in parsers:
         try:
             result.merge(fn(source))
+        except textio.InputProblem as exc:  # the file was refused or vanished: say why, no traceback noise
+            _note(result, str(exc))
         except MemoryError:
-            result.problems.append(f"{fn.__module__}: ran out of memory; partial result kept")
+            _note(result, f"{fn.__module__}: ran out of memory; partial result kept")
+        except RecursionError:
+            _note(result, f"{fn.__module__} failed: content nested too deeply; not parsed")
+        except OSError as exc:  # unreadable after discovery (permissions changed, file removed, I/O error)
+            _note(result, f"cannot read: {exc.strerror or exc}")
         except Exception as exc:  # a parser bug or hostile input must not stop the analysis
-            where = traceback.extract_tb(exc.__traceback__)[-1]
-            result.problems.append(f"{fn.__module__} failed: {type(exc).__name__}: {exc} "
-                                   f"(at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})")
+            where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+            at = f" (at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})" if where else ""
+            _note(result, f"{fn.__module__} failed: {type(exc).__name__}: {_short(exc)}{at}")
+    if parsers and not result.lines and source.bytes:
+        # Every file read must report its lines; a structured parser may not count them itself.
+        result.lines = textio.count_lines(source.path)
     return result
+
+
+def _note(result: ParseResult, problem: str) -> None:
+    if problem not in result.problems:
+        result.problems.append(problem)
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    """An exception message bounded in length (hostile input can end up inside it)."""
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - a broken __str__ must not escape either
+        text = "<unprintable>"
+    return text if len(text) <= limit else text[:limit] + "…"

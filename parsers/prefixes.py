@@ -18,6 +18,8 @@ PREFIX_DEFS: list[dict] = [
                  ("[1,0][node1:123]<stderr>:x", {"rank": "0", "host": "node1"})]},
     {"name": "lightning_rank", "pattern": r"\[rank: (?P<rank>\d+)\]\s",
      "samples": [("[rank: 1] Child process with PID 5 terminated with code 1.", {"rank": "1"})]},
+    {"name": "rank_bracket", "pattern": r"\[(?:Rank|RANK) (?P<rank>\d+)\]:?\s",
+     "samples": [("[Rank 0] step=100, skipped=0, lr=[0.001]", {"rank": "0"}), ("[RANK 3] hello", {"rank": "3"})]},
     {"name": "ray_actor", "pattern": r"\((?P<actor>[A-Za-z_][\w.]*) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\)\s",
      "samples": [("(RayWorkerWrapper pid=1019) INFO 01-29 07:44:20 selector.py:120] x", {"pid": "1019"})]},
     {"name": "logviewer_lineno", "pattern": r"\[\d{1,9}\] (?=\[)",

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from postmortem import textio
 
 KINDS = ("rank_log", "json", "nccl_log", "pyspy", "pyspy_json", "nvidia_smi", "dmesg", "torchrun_error",
-         "flight_recorder", "binary", "unknown")
+         "flight_recorder", "host_memory", "binary", "unknown")
 
 MAX_FILES = 1_000_000  # a guard against pathological trees; beyond it files are listed as skipped
 
@@ -43,7 +43,7 @@ _PATH_RANK_PATTERNS = [
     (re.compile(r"_dump_(?P<rank>\d+)(?:\.\w+)*$"), "global"),
     (re.compile(r"(?:^|/)[A-Za-z][\w]*?-(?P<rank>\d{1,4})\.log(?:\.gz)?$"), "global"),
 ]
-_NCCL_FILE_RE = re.compile(r"nccl[._-](?P<host>[\w-]+)[._](?P<pid>\d+)(?:\.\w+)?$", re.I)
+_NCCL_FILE_RE = re.compile(r"nccl[._-](?!trace)(?P<host>[\w-]+)[._](?P<pid>\d+)(?:\.\w+)?$", re.I)
 
 
 def path_hints(relpath: str) -> dict:
@@ -72,6 +72,18 @@ _DMESG_LINE = re.compile(rb"^(?:\[\s*\d+\.\d+\]|\[\w{3} \w{3} +\d+ [\d:]+ \d{4}\
 _PYSPY_TEXT = re.compile(rb"^(?:Process \d+: |Thread (?:0x[0-9A-Fa-f]+|\d+) \((?:idle|active|active\+gil|gil)\))", re.M)
 _SMI_TEXT = re.compile(rb"NVIDIA-SMI \d|==============NVSMI LOG|<nvidia_smi_log>|memory\.used \[MiB\]|memory\.used, |"
                        rb"Unable to determine the device handle for GPU|No devices were found|NVIDIA-SMI has failed")
+# Default-table GPU rows (also grep excerpts of them): `|   0  GeForce GTX 1080    Off  | 00000000:01:00.0  On |`
+# and `| 58%   70C    P2    67W / 200W |   1906MiB /  8111MiB |`.
+_SMI_ROWS = re.compile(rb"^\|\s+\d+\s+\S.*?\s(?:On|Off)\s*\|\s+[0-9A-Fa-f]+:[0-9A-Fa-f:.]+\s|"
+                       rb"^\|.*?\d+MiB\s*/\s*\d+MiB\s*\|", re.M)
+_SMI_CSV = re.compile(rb"^(?:timestamp|index|name|pci\.bus_id|uuid|gpu_uuid|gpu_bus_id|pid|memory\.\w+|utilization\.\w+|"
+                      rb"temperature\.\w+|power\.[\w.]+)(?: \[[^\]]+\])?(?:, [a-z][\w.]*(?: \[[^\]]+\])?)+\s*$|"
+                      rb"nvidia-smi .*--query-(?:gpu|compute-apps)=", re.M)
+# `free` (repeated) and `vmstat` output: host memory snapshots.
+_FREE_HDR = re.compile(rb"^\s+total\s+used\s+free\s+shared\s+(?:buff/cache|buffers)", re.M)
+_FREE_ROW = re.compile(rb"^(?:Mem|Swap|Low|High|Total|-/\+ buffers/cache):\s+\S", re.M)
+_VMSTAT_HDR = re.compile(rb"^\s*procs\s+-+\s*memory|^\s*r\s+b\s+swpd\s+free\s", re.M)
+_VMSTAT_ROW = re.compile(rb"^\s*\d+\s+\d+(?:\s+\d+){14,}", re.M)
 
 
 def sniff_kind(head: bytes, relpath: str) -> str:
@@ -93,9 +105,15 @@ def sniff_kind(head: bytes, relpath: str) -> str:
     if _SMI_TEXT.search(head) and (b"NVIDIA-SMI" in head or b"nvidia_smi_log" in head or b"NVSMI" in head
                                    or b"memory.used" in head or head.count(b"\n") < 40):
         return "nvidia_smi"
+    lines = head.count(b"\n") + 1
+    if len(_SMI_ROWS.findall(head)) * 3 >= lines or _SMI_CSV.search(head):
+        return "nvidia_smi"
+    if _FREE_HDR.search(head) or _VMSTAT_HDR.search(head):
+        mem_lines = sum(len(rx.findall(head)) for rx in (_FREE_HDR, _FREE_ROW, _VMSTAT_HDR, _VMSTAT_ROW))
+        if mem_lines * 2 >= len([ln for ln in head.splitlines() if ln.strip()]):
+            return "host_memory"
     if len(_PYSPY_TEXT.findall(head)) >= 1 and (b"Python v" in head or b"Thread " in head[:200]):
         return "pyspy"
-    lines = head.count(b"\n") + 1
     if len(_NCCL_LINE.findall(head)) >= max(2, lines // 2):
         return "nccl_log"
     if len(_DMESG_LINE.findall(head)) >= max(1, lines // 2) or "dmesg" in name or name in ("syslog", "kern.log"):
@@ -110,7 +128,10 @@ def _looks_binary(head: bytes) -> bool:
     nul = sample.count(b"\x00")
     ctrl = sum(1 for b in sample if b < 9 or 13 < b < 32) - nul
     # DataLoader's C handler writes a single NUL into otherwise normal text: tolerate a few.
-    return nul > max(8, len(sample) // 50) or ctrl > len(sample) // 10
+    if nul > max(8, len(sample) // 50) or ctrl > len(sample) // 10:
+        return True
+    invalid = sample[:-4].decode("utf-8", "replace").count("\ufffd")  # the cut at the end may split a character
+    return invalid > max(16, len(sample) // 8)
 
 
 def _sniff_json(stripped: bytes) -> str | None:
@@ -125,7 +146,7 @@ def _sniff_json(stripped: bytes) -> str | None:
         return "torchrun_error"
     try:
         obj = json.loads(stripped.decode("utf-8", "replace")) if len(stripped) < 8192 else None
-    except ValueError:
+    except (ValueError, RecursionError):  # deeply nested JSON exhausts the C scanner's recursion
         obj = None
     if isinstance(obj, dict) and "message" in obj:
         return "torchrun_error"
@@ -138,12 +159,12 @@ def _is_json_document(stripped: bytes) -> bool:
     try:
         json.loads(first.decode("utf-8", "replace"))
         return False  # the first line is a complete JSON value: JSON-lines log
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     try:
         json.loads(stripped.decode("utf-8", "replace"))
         return True
-    except ValueError:
+    except (ValueError, RecursionError):
         # Cut off by the sniff window: a pretty-printed document still starts with "{\n  \"key\":".
         return bool(re.match(rb'^[\[{]\s*\n\s*["{\[]', stripped))
 
@@ -153,19 +174,31 @@ def discover(path: str) -> list[Source]:
     root = os.path.abspath(path)
     if not os.path.exists(root) and not os.path.islink(root):
         raise FileNotFoundError(f"no such file or directory: {path}")
-    if os.path.isfile(root):
-        base = os.path.dirname(root)
-        found = [_describe(root, os.path.basename(root))]
+    if not os.path.isdir(root):
+        found = [_describe(root, os.path.basename(root), {})]
     else:
-        base = root
         found = list(_walk(root))
-    found.sort(key=lambda s: s.source)
-    del base
+    found.sort(key=lambda s: (s.source, s.path))
     return found
 
 
+def display_path(rel: str) -> str:
+    """A path safe to print: undecodable bytes as \\xNN, control characters (newline, ESC) escaped."""
+    if any("\udc80" <= ch <= "\udcff" for ch in rel):
+        rel = os.fsencode(rel).decode("utf-8", "backslashreplace")
+    if _CTRL_RE.search(rel):
+        rel = _CTRL_RE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), rel)
+    return rel
+
+
+_CTRL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
 def _walk(root: str):
+    """Depth-first, iterative (no recursion limit on deep trees); symlinks are followed only inside the tree."""
+    root_real = os.path.realpath(root)
     seen_dirs: set[tuple[int, int]] = set()
+    seen_files: dict = {}
     stack = [root]
     count = 0
     while stack:
@@ -181,7 +214,8 @@ def _walk(root: str):
             continue
         seen_dirs.add(key)
         try:
-            entries = sorted(os.scandir(current), key=lambda e: e.name)
+            with os.scandir(current) as it:
+                entries = sorted(it, key=lambda e: e.name)
         except OSError as exc:
             yield _problem(current, root, f"cannot list directory: {exc.strerror or exc}")
             continue
@@ -190,9 +224,13 @@ def _walk(root: str):
             full = entry.path
             rel = _rel(full, root)
             try:
+                is_link = entry.is_symlink()
                 is_dir = entry.is_dir(follow_symlinks=True)
             except OSError:
-                is_dir = False
+                is_link, is_dir = False, False
+            if is_link and not _inside(full, root_real):
+                yield _outside(full, rel)
+                continue
             if is_dir:
                 if entry.name in (".git", "__pycache__"):
                     continue
@@ -202,8 +240,30 @@ def _walk(root: str):
             if count > MAX_FILES:
                 yield _problem(full, root, f"more than {MAX_FILES} files; skipped")
                 continue
-            yield _describe(full, rel)
+            yield _describe(full, rel, seen_files)
         stack.extend(reversed(subdirs))
+
+
+def _inside(full: str, root_real: str) -> bool:
+    try:
+        real = os.path.realpath(full)
+        return os.path.commonpath([real, root_real]) == root_real
+    except (OSError, ValueError):
+        return False
+
+
+def _outside(full: str, rel: str) -> Source:
+    """A symlink leading out of the analysed tree: listed, never followed (a stranger's bundle could point at /)."""
+    src = Source(path=full, source=display_path(rel), **path_hints(rel))
+    try:
+        st = os.stat(full)
+        what = "directory" if stat.S_ISDIR(st.st_mode) else "file" if stat.S_ISREG(st.st_mode) else \
+            textio.file_type(st.st_mode)
+    except OSError:
+        what = "missing path"
+    src.problem = (f"symlink to a {what} outside the analysed tree; not followed "
+                   f"(analyse the target directly if it belongs to the job)")
+    return src
 
 
 def _rel(full: str, root: str) -> str:
@@ -212,36 +272,46 @@ def _rel(full: str, root: str) -> str:
 
 
 def _problem(full: str, root: str, why: str, kind: str = "unknown") -> Source:
-    return Source(path=full, source=_rel(full, root) if full != root else os.path.basename(full), kind=kind,
-                  problem=why)
+    rel = _rel(full, root) if full != root else os.path.basename(full)
+    return Source(path=full, source=display_path(rel), kind=kind, problem=why)
 
 
-def _describe(full: str, rel: str) -> Source:
-    src = Source(path=full, source=rel, **path_hints(rel))
+HEAD_BYTES = 16384
+
+
+def _describe(full: str, rel: str, seen_files: dict) -> Source:
+    """Open the file once (non-blocking, regular files only), read its head, and sniff its kind."""
+    src = Source(path=full, source=display_path(rel), **path_hints(rel))
     try:
-        st = os.stat(full)  # follows symlinks; a dangling link raises
-    except OSError as exc:
-        src.problem = f"cannot stat: {exc.strerror or exc} (dangling symlink?)"
-        return src
-    if not stat.S_ISREG(st.st_mode):
-        what = "FIFO" if stat.S_ISFIFO(st.st_mode) else "device" if (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(
-            st.st_mode)) else "socket" if stat.S_ISSOCK(st.st_mode) else "special file"
-        src.problem = f"not a regular file ({what}); not read"
-        return src
-    src.bytes = st.st_size
-    if not os.access(full, os.R_OK):
-        src.problem = "permission denied"
+        fd, st = textio.open_regular(full)
+    except textio.InputProblem as exc:
+        src.problem = str(exc)
         return src
     try:
-        with open(full, "rb") as fh:
-            magic = fh.read(2)
+        src.bytes = st.st_size
+        ident = (st.st_dev, st.st_ino)
+        if ident in seen_files:
+            src.problem = f"same file as {seen_files[ident]} (a link); not read twice"
+            return src
+        seen_files[ident] = src.source
+        raw_head = os.read(fd, HEAD_BYTES)
     except OSError as exc:
         src.problem = f"cannot read: {exc.strerror or exc}"
         return src
-    if magic == textio.GZIP_MAGIC:
+    finally:
+        os.close(fd)
+    head = raw_head
+    if raw_head[:2] == textio.GZIP_MAGIC:
         src.compression = "gzip"
-    head = textio.read_head(full, 16384)
-    src.kind = sniff_kind(head, rel)
+        head = textio.read_head(full, HEAD_BYTES)
+    encoding = textio.sniff_encoding(head)
+    if encoding.startswith("utf-16"):
+        # Sniff UTF-16 text by its content, not by its interleaved NULs.
+        head = head[: len(head) // 2 * 2].decode(encoding, "replace").encode("utf-8")
+    try:
+        src.kind = sniff_kind(head, rel)
+    except RecursionError:
+        src.kind = "json"
     if src.kind == "binary":
         src.problem = "binary content (not a log, dump or JSON file); not parsed"
     elif src.kind == "json":

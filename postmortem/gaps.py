@@ -47,4 +47,22 @@ def evidence_gaps(tables, verdict) -> list[dict]:
         gaps.append({"missing": "timestamps on log lines",
                      "why": "Without times the order of events across ranks is inferred from log positions.",
                      "how": "logging.basicConfig(format='%(asctime)s %(message)s') or pipe through `ts` (moreutils)"})
+    gaps.extend(bundle_gaps(tables.meta, cat))
     return gaps
+
+
+def bundle_gaps(meta: dict, cat: str | None) -> list[dict]:
+    """Say so when files of several jobs were found, or timestamps of several hosts were compared."""
+    out = []
+    note = (meta.get("jobs") or {}).get("note")
+    if note:
+        out.append({"missing": "logs of a single job",
+                    "why": note[:1].upper() + note[1:],
+                    "how": "put each job's logs in its own directory (torchrun --log-dir $LOGDIR/$RUN_ID) and "
+                           "analyse one directory at a time"})
+    if meta.get("clock_note") and cat not in (None, "no_failure"):
+        out.append({"missing": "synchronised clocks across hosts",
+                    "why": meta["clock_note"][:1].upper() + meta["clock_note"][1:],
+                    "how": "run chrony/NTP on every node and log in UTC (e.g. logging.Formatter.converter = "
+                           "time.gmtime), or compare hosts by step number instead of wall-clock time"})
+    return out

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from postmortem import schema
+from postmortem import bundle, schema
 from postmortem.discover import Source
 
 
@@ -49,6 +49,7 @@ def build(sources: list[Source], results: list) -> Tables:
     for name, df in frames.items():
         schema.validate(name, df)
     meta.update(_world(frames))
+    bundle.annotate(sources, frames, meta)  # sources.job, jobs/versions/clock notes, missing ranks
     return Tables(frames, meta)
 
 

@@ -58,6 +58,7 @@ class _CappedReader(io.RawIOBase):
         self._inner, self._limit, self._stats, self._what = inner, limit, stats, what
         self._owner = owner  # the OS-level file, closed with this reader
         self._seen = 0
+        self._capped = False
 
     def close(self) -> None:
         if not self.closed:
@@ -75,15 +76,21 @@ class _CappedReader(io.RawIOBase):
     def readinto(self, buf) -> int:
         room = self._limit - self._seen
         if room <= 0:
-            if "cap" not in self._what:
-                self._stats.problems.append(f"stopped after {self._limit} bytes ({self._what} limit)")
-                self._what += " cap"
+            if not self._capped:
+                self._capped = True
+                try:  # content that ends exactly at the bound was read whole
+                    more = self._inner.read(1)
+                except (EOFError, OSError, zlib.error):
+                    more = b""
+                if more:
+                    self._stats.problems.append(f"stopped after {self._limit} bytes ({self._what})")
             return 0
         view = memoryview(buf)[: min(len(buf), room)]
         try:
             n = self._inner.readinto(view)
         except (EOFError, OSError, zlib.error) as exc:
-            self._stats.problems.append(f"truncated or corrupt compressed data: {exc.__class__.__name__}: {exc}")
+            what = "truncated or corrupt compressed data" if self._owner is not None else "read error"
+            self._stats.problems.append(f"{what}: {exc.__class__.__name__}: {exc}")
             return 0
         n = n or 0
         self._seen += n
@@ -94,10 +101,15 @@ class _CappedReader(io.RawIOBase):
 def is_gzip(path: str) -> bool:
     """True when the file starts with the gzip magic bytes."""
     try:
-        with open(path, "rb") as fh:
-            return fh.read(2) == GZIP_MAGIC
+        fd, _ = open_regular(path)
+    except InputProblem:
+        return False
+    try:
+        return os.read(fd, 2) == GZIP_MAGIC
     except OSError:
         return False
+    finally:
+        os.close(fd)
 
 
 class _SnapshotFile(io.RawIOBase):
@@ -141,16 +153,21 @@ class _SnapshotFile(io.RawIOBase):
 
 
 def open_regular(path: str) -> tuple[int, os.stat_result]:
-    """Open a regular file read-only without blocking; raise InputProblem for FIFOs, devices, sockets, directories."""
+    """Open a regular file read-only without blocking; raise InputProblem for FIFOs, devices, sockets, directories.
+
+    The type is checked before opening (opening some devices has side effects) and again on the open descriptor.
+    """
+    try:
+        pre = os.stat(path)
+    except OSError as exc:
+        raise _open_problem(exc) from exc
+    if not stat.S_ISREG(pre.st_mode):
+        raise InputProblem(f"not a regular file ({file_type(pre.st_mode)}); not read")
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
     try:
         fd = os.open(path, flags)
-    except PermissionError as exc:
-        raise InputProblem(f"permission denied ({exc.strerror or exc})") from exc
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise InputProblem("symlink loop; not read") from exc
-        raise InputProblem(f"cannot open: {exc.strerror or exc}") from exc
+        raise _open_problem(exc) from exc
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -162,6 +179,16 @@ def open_regular(path: str) -> tuple[int, os.stat_result]:
         os.close(fd)
         raise
     return fd, st
+
+
+def _open_problem(exc: OSError) -> InputProblem:
+    if isinstance(exc, PermissionError) or exc.errno in (errno.EACCES, errno.EPERM):
+        return InputProblem("permission denied")
+    if exc.errno == errno.ELOOP:
+        return InputProblem("symlink loop; not read")
+    if isinstance(exc, FileNotFoundError):
+        return InputProblem("vanished or dangling symlink; not read")
+    return InputProblem(f"cannot open: {exc.strerror or exc}")
 
 
 def file_type(mode: int) -> str:
@@ -191,10 +218,10 @@ def open_binary(path: str, stats: ReadStats | None = None) -> io.BufferedReader:
     if raw.peek(2)[:2] == GZIP_MAGIC:
         inner: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb")
         bound = expansion_bound(st.st_size)
-        capped = _CappedReader(inner, bound, stats, "gzip expansion bound: max(256 MiB, 250 x compressed size)",
-                               owner=raw)
+        capped = _CappedReader(inner, bound, stats, "gzip expansion bound: decompressed size may reach "
+                               "max(256 MiB, 250 x compressed size), at most 4 GiB", owner=raw)
         return io.BufferedReader(capped, buffer_size=1 << 16)
-    capped = _CappedReader(raw, MAX_FILE_BYTES, stats, "file size", owner=None)
+    capped = _CappedReader(raw, MAX_FILE_BYTES, stats, "file size limit")
     return io.BufferedReader(capped, buffer_size=buffer_size)
 
 
@@ -270,6 +297,22 @@ def iter_lines(path: str, stats: ReadStats | None = None) -> Iterator[tuple[int,
         text.close()
     if stats.truncated_lines:
         stats.problems.append(f"{stats.truncated_lines} line(s) longer than {MAX_LINE_CHARS} chars truncated")
+
+
+def count_lines(path: str) -> int:
+    """Physical lines of a file the way iter_lines counts them (a last line without newline counts); 0 on error."""
+    count, last = 0, b"\n"
+    try:
+        with open_binary(path) as fh:
+            while True:
+                chunk = fh.read(1 << 20)
+                if not chunk:
+                    break
+                count += chunk.count(b"\n")
+                last = chunk[-1:]
+    except (OSError, InputProblem, EOFError, zlib.error):
+        return count
+    return count + (last != b"\n")
 
 
 def clean(line: str) -> str:

@@ -17,7 +17,9 @@ from postmortem.rules import facts, rule
 def nan_loss(tables):
     nan = facts.ev(tables, "nan")
     st = tables.steps
-    st_nan = st[st["loss"].map(lambda x: isinstance(x, float) and (math.isnan(x) or math.isinf(x)))] if len(st) else st
+    # NaN in the loss column also means "no loss on this line": only an infinite value is a reading here; NaN
+    # readings arrive as `nan` events from the line formats.
+    st_nan = st[st["loss"].map(lambda x: isinstance(x, float) and math.isinf(x))] if len(st) else st
     if nan.empty and st_nan.empty:
         return []
     warn = facts.ev(tables, "numeric_warning")

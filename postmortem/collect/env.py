@@ -1,0 +1,44 @@
+"""Environment variables that make a job leave evidence, added only where the user has not set them."""
+from __future__ import annotations
+
+import os
+
+FR_BUFFER_ENTRIES = "2000"   # flight-recorder ring size: the last 2000 collectives per rank (a few MB at most)
+
+
+def evidence_env(environ: dict[str, str], node_dir: str) -> tuple[dict[str, str], dict[str, str]]:
+    """Return (the job's environment, the variables added); a variable the user set, even to '', is never changed.
+
+    Aliases are one setting: when the user set either name of a pair, neither is added (so an explicit
+    TORCH_NCCL_TRACE_BUFFER_SIZE=0 is not overridden by a newer TORCH_FR_BUFFER_SIZE).
+    """
+    env = dict(environ)
+    added: dict[str, str] = {}
+
+    def add(names: tuple[str, ...], value: str) -> bool:
+        if any(n in env for n in names):
+            return False
+        for n in names:
+            env[n] = added[n] = value
+        return True
+
+    # NCCL_DEBUG_FILE only when we chose the level too: a user who set NCCL_DEBUG expects it on the console.
+    if add(("NCCL_DEBUG",), "INFO"):
+        add(("NCCL_DEBUG_FILE",), os.path.join(node_dir, "nccl", "nccl.%h.%p.log"))
+    add(("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"), FR_BUFFER_ENTRIES)
+    add(("TORCH_NCCL_DUMP_ON_TIMEOUT",), "1")
+    # torch appends the global rank: flight_recorder/nccl_trace_rank_<N> (the analyzer reads the rank from the name).
+    add(("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"),
+        os.path.join(node_dir, "flight_recorder", "nccl_trace_rank_"))
+    add(("TORCHELASTIC_ERROR_FILE",), os.path.join(node_dir, "error.json"))
+    # torchrun reads --log-dir from PET_LOG_DIR: each worker's error.json then lands in DIR (console unchanged).
+    add(("PET_LOG_DIR",), os.path.join(node_dir, "torchrun"))
+    add(("PYTHONFAULTHANDLER",), "1")
+    # Through a pipe Python block-buffers stdout: a hung rank's last lines would sit in its buffer, unseen.
+    add(("PYTHONUNBUFFERED",), "1")
+    return env, added
+
+
+def evidence_dirs(node_dir: str) -> list[str]:
+    """Directories the added variables point into (created before the job starts)."""
+    return [os.path.join(node_dir, d) for d in ("nccl", "flight_recorder", "torchrun")]

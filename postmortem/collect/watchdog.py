@@ -1,0 +1,120 @@
+"""Stall watchdog: when the job goes quiet (or on SIGUSR1) take py-spy dumps of its Python processes, once per stall."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from typing import Callable
+
+from postmortem.collect import procs as procs_mod
+from postmortem.collect.system import smi_snapshot
+from postmortem.collect.tee import Activity
+
+PYSPY_TIMEOUT_S = 30.0   # one dump; a process py-spy cannot read in this time is recorded as failed
+PARALLEL_DUMPS = 8
+POLL_S = 0.25
+
+
+def take_dumps(root_pid: int, pyspy_dir: str, reason: str, pyspy: str | None, smi: str | None,
+               collector_env: dict[str, str] | None = None) -> dict:
+    """Dump every Python process of the job into pyspy_dir/<UTC time>/ with its process tree; a manifest record."""
+    now = datetime.now(timezone.utc)
+    when = now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    stem = now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z"
+    out = os.path.join(pyspy_dir, stem)
+    os.makedirs(out, exist_ok=True)
+    procs = procs_mod.job_processes(root_pid, collector_env)
+    with open(os.path.join(out, "proctree.txt"), "w", encoding="utf-8") as fh:
+        fh.write(procs_mod.format_tree(procs, when))
+    record: dict = {"at": when, "reason": reason, "dir": out, "processes": len(procs), "dumped": [], "failed": []}
+    targets = [p for p in procs if p.is_python]
+    if not pyspy:
+        record["failed"] = [{"pid": p.pid, "error": "py-spy not installed"} for p in targets]
+    else:
+        with ThreadPoolExecutor(max_workers=min(PARALLEL_DUMPS, max(1, len(targets)))) as pool:
+            for p, err in zip(targets, pool.map(lambda p: _dump_one(pyspy, p, out), targets)):
+                if err is None:
+                    record["dumped"].append({"pid": p.pid, "rank": p.rank, "local_rank": p.local_rank,
+                                             "role": p.role, "file": procs_mod.dump_name(p) + ".txt"})
+                else:
+                    record["failed"].append({"pid": p.pid, "rank": p.rank, "error": err})
+    if smi:
+        err = smi_snapshot(os.path.join(out, "nvidia-smi.txt"), smi)
+        if err:
+            record["nvidia_smi_error"] = err
+    return record
+
+
+def _dump_one(pyspy: str, p: procs_mod.Proc, out: str) -> str | None:
+    path = os.path.join(out, procs_mod.dump_name(p) + ".txt")
+    try:
+        res = subprocess.run([pyspy, "dump", "--pid", str(p.pid)], stdin=subprocess.DEVNULL, capture_output=True,
+                             timeout=PYSPY_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"py-spy dump timed out after {PYSPY_TIMEOUT_S:.0f} s"
+    except OSError as exc:
+        return f"py-spy could not run: {exc}"
+    if res.returncode != 0 or not res.stdout.strip():
+        # Errors stay out of the dump folder (the analyzer would read them as a log); they go to the manifest.
+        err = (res.stderr or res.stdout).decode("utf-8", "replace").strip().splitlines()
+        return (err[0] if err else f"py-spy exited with {res.returncode}")[:500]
+    with open(path, "wb") as fh:
+        fh.write(res.stdout)
+    return None
+
+
+class StallWatchdog(threading.Thread):
+    """Polls the job's output activity; dumps once when it has been quiet for `stall_after` s, and on request."""
+
+    def __init__(self, root_pid: int, activity: Activity, stall_after: float, pyspy_dir: str,
+                 pyspy: str | None, smi: str | None, on_dump: Callable[[dict], None],
+                 collector_env: dict[str, str] | None = None):
+        super().__init__(name="postmortem-watchdog", daemon=True)
+        self.root_pid, self.activity, self.stall_after = root_pid, activity, float(stall_after)
+        self.pyspy_dir, self.pyspy, self.smi, self.on_dump = pyspy_dir, pyspy, smi, on_dump
+        self.collector_env = collector_env
+        self.requested = False       # set from the SIGUSR1 handler: a plain flag, no locks in signal context
+        self._stop = threading.Event()
+        self._dumped_at_activity: float | None = None
+
+    def request(self) -> None:
+        """Ask for a dump now (safe to call from a signal handler)."""
+        self.requested = True
+
+    def stop(self) -> None:
+        """Stop polling (a dump in progress finishes)."""
+        self._stop.set()
+
+    def run(self) -> None:
+        while not self._stop.wait(POLL_S):
+            if self.requested:
+                self.requested = False
+                self._dump("requested (SIGUSR1 to the collector)")
+                continue
+            last = self.activity.last
+            if self.stall_after <= 0 or time.monotonic() - last < self.stall_after:
+                continue
+            if self._dumped_at_activity == last:
+                continue  # once per stall: re-armed by the next output
+            self._dumped_at_activity = last
+            self._dump(f"no output for {self.stall_after:g} s")
+
+    def _dump(self, reason: str) -> None:
+        try:
+            record = take_dumps(self.root_pid, self.pyspy_dir, reason, self.pyspy, self.smi, self.collector_env)
+        except OSError as exc:
+            record = {"at": None, "reason": reason, "error": str(exc), "dumped": [], "failed": []}
+        self.on_dump(record)
+
+
+def find_pyspy() -> str | None:
+    """The py-spy executable (next to this Python first, then on PATH), or None."""
+    import sys
+    here = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    if os.access(here, os.X_OK):
+        return here
+    return shutil.which("py-spy")

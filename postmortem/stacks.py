@@ -1,0 +1,632 @@
+"""Stack analysis over the `stacks` table: frame signatures, what a stack is doing, STAT-style merging across ranks."""
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Iterable
+
+# ---------------------------------------------------------------------------------------------------------------
+# Frame normalisation (shared by the parsers, so identical stacks from any dump format compare equal)
+
+MAX_FRAMES = 256            # frames kept per stack: the innermost 192 and the outermost 64
+_KEEP_OUTER = 64
+
+_PY_VERSION_DIR = re.compile(r"/python\d+(?:\.\d+)?[td]?/")
+_WIN_STDLIB = re.compile(r"/python\d[\w.-]*/lib/", re.I)
+_ADDR_ONLY = re.compile(r"^(?:0x[0-9a-fA-F]+|\?\?|)$")
+
+
+@lru_cache(maxsize=65536)
+def short_file(path: str | None) -> str:
+    """A path as py-spy shortens it: relative to site-packages / the stdlib dir, else the basename of a script."""
+    if not path:
+        return ""
+    p = path.replace("\\", "/")
+    for marker in ("/site-packages/", "/dist-packages/"):
+        i = p.rfind(marker)
+        if i >= 0:
+            return p[i + len(marker):]
+    last = None
+    for last in _PY_VERSION_DIR.finditer(p):
+        pass
+    if last is not None:
+        return p[last.end():]
+    m = _WIN_STDLIB.search(p)
+    if m:
+        return p[m.end():]
+    if p.startswith("/") or (len(p) > 2 and p[1] == ":" and p[2] == "/"):
+        return p.rsplit("/", 1)[-1]
+    return p
+
+
+def bare_name(func: str | None) -> str:
+    """The last dotted component of a (possibly qualified, py>=3.11) function name: `Run.log` -> `log`."""
+    if not func:
+        return ""
+    if "." in func and not func.startswith("<"):
+        return func.rsplit(".", 1)[-1]
+    if ".<" in func or ">." in func:  # `_attach.<locals>.wrapper`, `<locals>.<lambda>`
+        return func.rsplit(".", 1)[-1]
+    return func
+
+
+def is_native(frame: dict) -> bool:
+    """True for a native (C/C++) frame: marked so by its parser, or without a line and not in a .py file."""
+    if frame.get("native"):
+        return True
+    f = frame.get("file") or ""
+    return frame.get("line") is None and not f.endswith((".py", ".pyx", ">")) and bool(f)
+
+
+def _sig_key(frame: dict) -> str:
+    if is_native(frame):
+        f = (frame.get("file") or "").replace("\\", "/").rsplit("/", 1)[-1]
+    else:
+        f = short_file(frame.get("file"))
+    return f"{bare_name(frame.get('func'))} ({f})"
+
+
+def _sig_frames(frames: list[dict]) -> list[dict]:
+    """Frames that take part in a signature: Python frames when there are any, else named native frames."""
+    py = [f for f in frames if not is_native(f) and f.get("func")]
+    if py:
+        return py
+    return [f for f in frames if not _ADDR_ONLY.match(f.get("func") or "")]
+
+
+def signature(frames: list[dict]) -> str:
+    """A stable string of a stack (outermost first, `;`-joined `func (short_file)`), equal for equal stacks.
+
+    Bare function names and short files only, no line numbers, no native frames when Python frames exist and
+    never unresolved addresses, so py-spy text/JSON, qualified/bare names and --native dumps of one stack agree.
+    """
+    return ";".join(_sig_key(f) for f in reversed(_sig_frames(frames)))
+
+
+def cap_frames(frames: list[dict]) -> tuple[list[dict], int]:
+    """Keep the innermost and outermost frames of a very deep stack; return (frames, number dropped)."""
+    if len(frames) <= MAX_FRAMES:
+        return frames, 0
+    inner = MAX_FRAMES - _KEEP_OUTER
+    return frames[:inner] + frames[-_KEEP_OUTER:], len(frames) - MAX_FRAMES
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Classification: what a stack is doing
+
+CLASSES = ("collective_wait", "data_loading", "logging", "checkpoint_io", "compute", "sleep_lock", "idle",
+           "unknown")
+
+# (class, tier, file regex on the short file or None, function regex on the bare name or None, native-only)
+# Lower tier wins; within the winning tier the innermost frame decides. Tier 0 = a library that names the
+# activity; tier 1 = generic plumbing that usually means it (mp queues, stdlib file I/O); 2 = compute;
+# 3 = waiting on a lock/sleep; 4 = idle loops.
+_RULES: list[tuple[str, int, str | None, str | None, bool]] = [
+    # collectives and the c10d store
+    ("collective_wait", 0, r"^torch/distributed/(?:distributed_c10d|_functional_collectives|c10d_logger|rendezvous"
+                           r"|elastic/utils/store|_symmetric_memory/\w+)\.py$",
+     r"^(?!get_|is_|_get|_check|_rank_not_in_group|_warn|_update_default_pg|_as_iterable|_ensure_all_tensors)", False),
+    ("collective_wait", 0, r"^deepspeed/comm/|^horovod/|^accelerate/utils/operations\.py$", None, False),
+    ("collective_wait", 0, r"^torch/nn/parallel/distributed\.py$",
+     r"^(?:_distributed_broadcast_coalesced|_sync_buffers|_sync_module_buffers|_sync_params_and_buffers|"
+     r"_default_broadcast_coalesced|_match_all_reduce_for_bwd_pass|_find_common_rank|"
+     r"_check_global_requires_backward_grad_sync|_verify_param_shape_across_processes|_sync_params)$", False),
+    ("collective_wait", 0, None, r"^(?:barrier|monitored_barrier|_store_based_barrier|wait_for_everyone|"
+                                 r"all_reduce|all_gather|all_gather_object|all_gather_into_tensor|reduce_scatter|"
+                                 r"reduce_scatter_tensor|all_to_all|all_to_all_single|broadcast_object_list)$", False),
+    ("collective_wait", 0, None, r"c10d::|gloo::|^nccl[A-Z]|ProcessGroup(?:NCCL|Gloo|MPI|Wrapper)|TCPStore|"
+                                 r"TCPClient|^ibv_poll_cq|^fi_cq_read|^ucp_worker_progress", True),
+    # data loading
+    ("data_loading", 0, r"^torch/utils/data/|^torch/multiprocessing/|^datasets/|^webdataset/|^torchdata/|"
+                        r"^ffcv/|^nvidia/dali/|^lightning/pytorch/loops/fetchers\.py$|"
+                        r"^pytorch_lightning/loops/fetchers\.py$|^streaming/base/", None, False),
+    ("data_loading", 0, None, r"^(?:pin_memory|_pin_memory_loop|_worker_loop)$", False),
+    ("data_loading", 1, r"^multiprocessing/(?:queues|connection)\.py$",
+     r"^(?:get|_poll|poll|recv|recv_bytes|_recv_bytes|_recv|wait|get_nowait)$", False),
+    # logging / progress bars / experiment trackers
+    ("logging", 0, r"^(?:wandb|tqdm|rich|tensorboard|tensorboardX|mlflow|comet_ml|neptune|clearml|aim|swanlab|"
+                   r"loguru|sentry_sdk|trackio)/|^torch/utils/tensorboard/|^(?:lightning/pytorch|pytorch_lightning)"
+                   r"/loggers/|^transformers/integrations/integration_utils\.py$|^logging/(?:__init__|handlers)\.py$",
+     None, False),
+    # checkpoint I/O
+    ("checkpoint_io", 0, r"^torch/serialization\.py$|^safetensors/|^torch/distributed/checkpoint/|"
+                         r"^deepspeed/runtime/checkpoint_engine/|^lightning/fabric/plugins/io/|^orbax/|^h5py/|"
+                         r"^numpy/lib/(?:_)?npyio(?:_impl)?\.py$|^fsspec/", None, False),
+    ("checkpoint_io", 0, None, r"^_?(?:save|load)_(?:checkpoint|pretrained|model|state_dict|sharded_checkpoint)$|"
+                               r"^save_model$|^_save$|^_save_checkpoint$|^_load_from_checkpoint$", False),
+    ("checkpoint_io", 1, r"^(?:shutil|tempfile|zipfile|gzip|_pyio|bz2|lzma|tarfile)\.py$|^zipfile/", None, False),
+    ("checkpoint_io", 1, None, r"^(?:fsync|fdatasync|__fsync|sync_file_range)$", True),
+    # compute (Python side and CUDA/driver side)
+    ("compute", 2, r"^torch/(?:nn/modules/|autograd/|_tensor\.py$|optim/|amp/|cuda/amp/|nn/functional\.py$|"
+                   r"functional\.py$|_ops\.py$|_dynamo/|_inductor/|cuda/__init__\.py$|cuda/streams\.py$|"
+                   r"_functorch/|utils/checkpoint\.py$)|^(?:apex|flash_attn|triton|xformers|transformer_engine)/|"
+                   r"^transformers/models/|^deepspeed/runtime/zero/", None, False),
+    ("compute", 2, None, r"^(?:forward|backward|_forward|step|training_step|optimizer_step|run_backward)$", False),
+    ("compute", 2, None, r"^cu(?:da)?[A-Z]\w*|^cudnn|^cublas|^at::native::|^at::cuda::|^c10::cuda::|"
+                         r"^torch::autograd::|^THPEngine|^THCudaCheck|^nvrtc", True),
+    ("compute", 2, r"libcuda\.so|libcudart\.so|libnvidia|libcublas|libcudnn", None, True),
+    # waiting on a lock, an event, a subprocess or sleeping
+    ("sleep_lock", 3, r"^(?:threading|queue|subprocess)\.py$|^concurrent/futures/_base\.py$|"
+                      r"^multiprocessing/(?:synchronize|managers|popen_\w+)\.py$|^filelock/|^asyncio/locks\.py$",
+     None, False),
+    ("sleep_lock", 3, None, r"^(?:clock_nanosleep|__clock_nanosleep|nanosleep|__nanosleep|time_sleep|usleep|"
+                            r"pthread_cond_(?:timed)?wait|__pthread_cond_(?:timed)?wait|sem_(?:timed|clock)?wait|"
+                            r"__new_sem_wait_slow|do_futex_wait|__futex_abstimed_wait_common\d*|futex_wait|"
+                            r"__lll_lock_wait|__GI___lll_lock_wait|pthread_mutex_lock|PyThread_acquire_lock\w*|"
+                            r"take_gil|drop_gil|acquire_timed|lock_PyThread_acquire_lock|pthread_join|"
+                            r"waitpid|__waitpid|wait4|poll|__poll|ppoll|select|__select|epoll_wait)$", True),
+    # idle loops (event loops, pool workers, the torchrun agent's monitor loop)
+    ("idle", 4, r"^selectors\.py$|^asyncio/|^socketserver\.py$|^concurrent/futures/thread\.py$|"
+                r"^multiprocessing/pool\.py$|^torch/distributed/elastic/(?:agent|multiprocessing)/|"
+                r"^torch/distributed/run\.py$", None, False),
+]
+_COMPILED = [(cls, tier, re.compile(f) if f else None, re.compile(fn) if fn else None, nat)
+             for cls, tier, f, fn, nat in _RULES]
+
+_LAUNCHER_FILES = re.compile(r"^torch/distributed/(?:elastic/agent/|run\.py$|launch\.py$|launcher/)|"
+                             r"^deepspeed/launcher/|^accelerate/commands/launch\.py$|^torch/multiprocessing/spawn\.py$")
+
+
+@lru_cache(maxsize=65536)
+def _frame_rule(func: str, file: str, native: bool) -> tuple[str, int] | None:
+    name = bare_name(func)
+    path = file.replace("\\", "/").rsplit("/", 1)[-1] if native else short_file(file)
+    for cls, tier, frx, fnrx, nat in _COMPILED:
+        if nat and not native:
+            continue
+        target_file = file if (nat and frx is not None) else path
+        if frx is not None and not frx.search(target_file):
+            continue
+        if fnrx is not None and not fnrx.search(name if not nat else (func or "")):
+            continue
+        if frx is None and fnrx is None:
+            continue
+        return cls, tier
+    return None
+
+
+def frame_class(frame: dict) -> str | None:
+    """The activity one frame names (a class of CLASSES other than idle/unknown fallbacks), or None."""
+    hit = _frame_rule(frame.get("func") or "", frame.get("file") or "", is_native(frame))
+    return hit[0] if hit else None
+
+
+def _decide(frames: list[dict]) -> tuple[str, int | None]:
+    best_tier, best_idx, best_cls = 99, None, None
+    for i, fr in enumerate(frames):  # innermost first: the first frame of a better tier wins
+        hit = _frame_rule(fr.get("func") or "", fr.get("file") or "", is_native(fr))
+        if hit and hit[1] < best_tier:
+            best_cls, best_tier, best_idx = hit[0], hit[1], i
+            if best_tier == 0:
+                break
+    if best_cls is None:
+        return "unknown", None
+    return best_cls, best_idx
+
+
+def classify_frames(frames: list[dict]) -> str:
+    """What a stack is doing: one of CLASSES (innermost frame of the most specific kind of activity decides)."""
+    if not frames:
+        return "unknown"
+    return _decide(frames)[0]
+
+
+def blocking_frame(frames: list[dict]) -> dict | None:
+    """The innermost interesting frame: the one that decided the class, else the innermost user/Python frame."""
+    if not frames:
+        return None
+    cls, idx = _decide(frames)
+    if idx is not None:
+        return frames[idx]
+    user = last_user_frame(frames)
+    if user is not None:
+        return user
+    py = [f for f in frames if not is_native(f)]
+    return py[0] if py else frames[0]
+
+
+_LIBRARY_TOPS = frozenset(sys.stdlib_module_names) | {
+    "torch", "torchvision", "torchaudio", "transformers", "accelerate", "deepspeed", "lightning",
+    "pytorch_lightning", "lightning_fabric", "wandb", "tqdm", "rich", "numpy", "datasets", "tensorboard",
+    "tensorboardX", "google", "protobuf", "sentry_sdk", "opentelemetry", "safetensors", "huggingface_hub",
+    "apex", "flash_attn", "triton", "xformers", "megatron", "fairseq", "hydra", "omegaconf", "mlflow", "comet_ml",
+    "neptune", "clearml", "filelock", "fsspec", "requests", "urllib3", "httpx", "grpc", "psutil", "peft", "trl",
+    "timm", "einops", "scipy", "pandas", "PIL", "cv2", "webdataset", "torchdata", "ray", "horovod", "click",
+    "typer", "absl", "jax", "flax", "orbax", "h5py", "zmq", "msgpack", "aiohttp", "anyio", "ipykernel",
+    "IPython", "tokenizers", "sentencepiece", "evaluate", "pyarrow", "multiprocess", "dill", "loguru",
+}
+
+
+def _is_library_frame(frame: dict) -> bool:
+    raw = (frame.get("file") or "").replace("\\", "/")
+    if not raw or raw.startswith("<") or "/site-packages/" in raw or "/dist-packages/" in raw:
+        return True
+    sf = short_file(raw)
+    top = sf.split("/", 1)[0]
+    if top.endswith(".py"):
+        top = top[:-3]
+    return top in _LIBRARY_TOPS or bool(_PY_VERSION_DIR.search(raw))
+
+
+def last_user_frame(frames: list[dict]) -> dict | None:
+    """The innermost Python frame in the user's own code (not the stdlib or a known library), or None."""
+    for fr in frames:
+        if not is_native(fr) and not _is_library_frame(fr):
+            return fr
+    return None
+
+
+def is_launcher(frames: list[dict]) -> bool:
+    """True when a stack belongs to a launcher (torchrun agent, deepspeed/accelerate launcher), not a rank."""
+    return any(_LAUNCHER_FILES.search(short_file(f.get("file"))) for f in frames if not is_native(f))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Main-thread selection and merging across ranks
+
+def main_thread_rows(rows: list[dict]) -> list[int]:
+    """Indexes of the main thread of each dump: `MainThread`, else tid == pid, else `<module>` outermost."""
+    by_dump: dict = {}
+    for i, r in enumerate(rows):
+        by_dump.setdefault(r.get("dump") or (r.get("source"), r.get("pid")), []).append(i)
+    out = []
+    for idxs in by_dump.values():
+        out.append(_pick_main(rows, idxs))
+    return sorted(i for i in out if i is not None)
+
+
+def _pick_main(rows: list[dict], idxs: list[int]) -> int | None:
+    for i in idxs:
+        if rows[i].get("thread_name") == "MainThread":
+            return i
+    for i in idxs:
+        pid, tid = rows[i].get("pid"), rows[i].get("thread")
+        if pid is not None and tid is not None and str(tid) == str(_plain(pid)):
+            return i
+    for i in idxs:
+        frames = rows[i].get("frames") or []
+        py = [f for f in frames if not is_native(f)]
+        if py and py[-1].get("func") == "<module>":
+            return i
+    if len(idxs) == 1:
+        return idxs[0]
+    return None
+
+
+def _plain(v):
+    """A pandas/NumPy scalar (or NA) as a plain Python value."""
+    if v is None:
+        return None
+    try:
+        if v != v:  # NaN / NA
+            return None
+    except (TypeError, ValueError):
+        return None
+    if hasattr(v, "item"):
+        try:
+            return v.item()
+        except (ValueError, AttributeError):
+            return v
+    return v
+
+
+@dataclass
+class StackNode:
+    """One frame of the merged prefix tree; `members` are the ranks (or dump ids) whose stacks pass through it."""
+    func: str
+    file: str
+    line: int | None = None          # line of the first member seen at this node (lines differ across ranks)
+    members: list = field(default_factory=list)
+    children: list["StackNode"] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        """Number of members through this node."""
+        return len(self.members)
+
+    def to_dict(self) -> dict:
+        """Nested plain dict (for JSON / templates)."""
+        return {"func": self.func, "file": self.file, "line": self.line, "count": self.count,
+                "ranks": rank_ranges(self.members), "children": [c.to_dict() for c in self.children]}
+
+
+@dataclass
+class StackClass:
+    """An equivalence class: members whose (main-thread) stacks have the same signature."""
+    signature: str
+    members: list                     # ranks (int), or dump ids (str) when a dump has no rank
+    frames: list[dict]                # a representative stack, innermost first
+    category: str                     # classify_frames of the representative
+    blocking: dict | None             # blocking_frame of the representative
+    user_frame: dict | None           # last_user_frame of the representative
+
+    @property
+    def size(self) -> int:
+        """Number of members in the class."""
+        return len(self.members)
+
+    @property
+    def ranks(self) -> list[int]:
+        """The members that are known ranks."""
+        return [m for m in self.members if isinstance(m, int)]
+
+    def to_dict(self) -> dict:
+        """Plain dict (for JSON / templates)."""
+        return {"signature": self.signature, "size": self.size, "ranks": rank_ranges(self.members),
+                "members": list(self.members), "category": self.category, "blocking": _frame_str(self.blocking),
+                "user_frame": _frame_str(self.user_frame)}
+
+
+@dataclass
+class MergedStacks:
+    """Stacks of many ranks merged: prefix tree, equivalence classes, odd ones out, least-progressed ranks."""
+    threads: str
+    tree: StackNode
+    classes: list[StackClass]                       # largest first
+    odd_ones: list = field(default_factory=list)    # members of classes smaller than the largest
+    least_progressed: list = field(default_factory=list)
+    least_progressed_why: str = ""
+    members: list = field(default_factory=list)     # every member merged (ranks first, then dump ids)
+    launchers: list = field(default_factory=list)   # dump ids of launcher processes left out of the merge
+    empty: list = field(default_factory=list)       # members whose selected stack had no frames
+
+    @property
+    def majority(self) -> StackClass | None:
+        """The largest class when it is strictly larger than every other, else None."""
+        if not self.classes:
+            return None
+        if len(self.classes) > 1 and self.classes[1].size == self.classes[0].size:
+            return None
+        return self.classes[0]
+
+    def class_of(self, member) -> StackClass | None:
+        """The class a member (rank) belongs to (the first, when threads='all')."""
+        for c in self.classes:
+            if member in c.members:
+                return c
+        return None
+
+    def to_dict(self) -> dict:
+        """Plain dict (for JSON / templates)."""
+        maj = self.majority
+        return {"threads": self.threads, "members": list(self.members), "classes": [c.to_dict() for c in self.classes],
+                "majority": maj.signature if maj else None, "odd_ones": list(self.odd_ones),
+                "least_progressed": list(self.least_progressed), "least_progressed_why": self.least_progressed_why,
+                "launchers": list(self.launchers), "empty": list(self.empty), "tree": self.tree.to_dict()}
+
+    def render_text(self, max_lines: int = 200) -> str:
+        """The prefix tree as indented text, single-child chains kept, each line `[ranks] func (file:line)`."""
+        out: list[str] = []
+
+        def walk(node: StackNode, depth: int) -> None:
+            if len(out) >= max_lines:
+                return
+            loc = f"{node.file}:{node.line}" if node.line is not None else node.file
+            out.append(f"{'  ' * depth}[{rank_ranges(node.members)}] {node.func} ({loc})")
+            for child in node.children:
+                walk(child, depth + 1)
+
+        for child in self.tree.children:
+            walk(child, 0)
+        if len(out) >= max_lines:
+            out.append("…")
+        return "\n".join(out)
+
+
+def _frame_str(fr: dict | None) -> str | None:
+    if not fr:
+        return None
+    loc = fr.get("file") or "?"
+    if fr.get("line") is not None:
+        loc += f":{fr['line']}"
+    return f"{fr.get('func')} ({loc})"
+
+
+def rank_ranges(members: Iterable) -> str:
+    """Compact member list: ranks as ranges (`0-6,8`), then dump ids."""
+    ints = sorted({m for m in members if isinstance(m, int)})
+    others = sorted({str(m) for m in members if not isinstance(m, int)})
+    parts: list[str] = []
+    i = 0
+    while i < len(ints):
+        j = i
+        while j + 1 < len(ints) and ints[j + 1] == ints[j] + 1:
+            j += 1
+        parts.append(str(ints[i]) if i == j else f"{ints[i]}-{ints[j]}")
+        i = j + 1
+    return ",".join(parts + others)
+
+
+def _member_sort_key(m):
+    return (1, str(m)) if not isinstance(m, int) else (0, m)
+
+
+def _records(stacks_df) -> list[dict]:
+    """Rows of the stacks table as plain dicts (only the columns the merge needs)."""
+    cols = ["source", "line", "rank", "ts", "pid", "thread", "thread_name", "frames", "dump"]
+    if hasattr(stacks_df, "columns"):
+        present = [c for c in cols if c in stacks_df.columns]
+        data = {c: stacks_df[c].tolist() for c in present}
+        n = len(stacks_df)
+        return [{c: _plain(data[c][i]) if c != "frames" else data[c][i] for c in present} for i in range(n)]
+    return [dict(r) for r in stacks_df]
+
+
+def _is_mp_child(frames: list[dict]) -> bool:
+    """A multiprocessing child (DataLoader worker, spawn/fork child) rather than the rank's own process."""
+    for f in frames:
+        sf = short_file(f.get("file"))
+        if sf.startswith("multiprocessing/") and bare_name(f.get("func")) in ("_bootstrap", "spawn_main", "_main"):
+            return True
+        if sf.startswith("torch/utils/data/_utils/worker.py"):
+            return True
+    return False
+
+
+def merge_stacks(stacks_df, threads: str = "main") -> MergedStacks:
+    """Merge the stacks of all ranks STAT-style: prefix tree, classes of identical signatures, odd ones out.
+
+    threads="main": one stack per rank, the main thread of the rank's own process (not a DataLoader worker or
+    other multiprocessing child), from its latest dump. threads="all": every thread of the rank's latest dump
+    of each process; a rank then belongs to as many classes as it has distinct thread stacks. Rows without a
+    rank are merged under their dump id. Launcher processes (torchrun agent) are left out.
+    """
+    if threads not in ("main", "all"):
+        raise ValueError("threads must be 'main' or 'all'")
+    rows = _records(stacks_df)
+    by_dump: dict = {}
+    for i, r in enumerate(rows):
+        if r.get("dump") is None:
+            r["dump"] = f"{r.get('source')}:{r.get('pid')}"
+        by_dump.setdefault(r["dump"], []).append(i)
+
+    launchers: list = []
+    candidates: list[tuple] = []   # (member, order key, dump, row indexes, is_child)
+    for dump, idxs in by_dump.items():
+        main = _pick_main(rows, idxs)
+        frames_main = rows[main]["frames"] if main is not None else []
+        all_frames = [f for i in idxs for f in (rows[i].get("frames") or [])[-8:]]
+        if is_launcher(all_frames):
+            launchers.append(dump)
+            continue
+        ranks = {rows[i].get("rank") for i in idxs if rows[i].get("rank") is not None}
+        member = int(next(iter(ranks))) if len(ranks) == 1 else dump
+        first = rows[idxs[0]]
+        order = (str(first.get("ts") or ""), str(first.get("source") or ""), first.get("line") or 0)
+        sel = [main] if threads == "main" else idxs
+        sel = [i for i in sel if i is not None]
+        candidates.append((member, order, dump, sel, _is_mp_child(frames_main or [])))
+
+    # One process per member for threads="main": the rank's own process, latest dump; for "all", latest per pid.
+    chosen: dict = {}
+    for member, order, dump, sel, child in candidates:
+        if threads == "main":
+            key = member
+            rank_key = (not child, order)
+        else:
+            pid = rows[sel[0]].get("pid") if sel else None
+            key = (member, pid if pid is not None else dump)
+            rank_key = (True, order)
+        prev = chosen.get(key)
+        if prev is None or rank_key > prev[0]:
+            chosen[key] = (rank_key, member, sel)
+
+    stacks: list[tuple] = []   # (member, frames)
+    for _, member, sel in chosen.values():
+        for i in sel:
+            stacks.append((member, rows[i].get("frames") or []))
+    return _merge(stacks, threads, launchers)
+
+
+def _merge(stacks: list[tuple], threads: str, launchers: list) -> MergedStacks:
+    root = StackNode("<root>", "")
+    index: dict[int, dict] = {}   # id(node) -> {key: child}
+    groups: dict[str, list] = {}
+    reps: dict[str, list[dict]] = {}
+    empty: list = []
+    members_all: list = []
+    seen_members: set = set()
+    for member, frames in stacks:
+        if member not in seen_members:
+            seen_members.add(member)
+            members_all.append(member)
+        sig_frames = _sig_frames(frames)
+        if not sig_frames:
+            empty.append(member)
+            continue
+        sig = ";".join(_sig_key(f) for f in reversed(sig_frames))
+        g = groups.setdefault(sig, [])
+        if member not in g:
+            g.append(member)
+            reps.setdefault(sig, frames)
+            node = root
+            if not root.members or root.members[-1] != member:
+                root.members.append(member)
+            for fr in reversed(sig_frames):
+                key = _sig_key(fr)
+                kids = index.setdefault(id(node), {})
+                child = kids.get(key)
+                if child is None:
+                    child = StackNode(fr.get("func") or "?", short_file(fr.get("file")) if not is_native(fr)
+                                      else (fr.get("file") or ""), fr.get("line"))
+                    kids[key] = child
+                    node.children.append(child)
+                if not child.members or child.members[-1] != member:
+                    child.members.append(member)
+                node = child
+    _dedupe_members(root)
+    classes = []
+    for sig, members in groups.items():
+        frames = reps[sig]
+        classes.append(StackClass(sig, sorted(members, key=_member_sort_key), frames, classify_frames(frames),
+                                  blocking_frame(frames), last_user_frame(frames)))
+    classes.sort(key=lambda c: (-c.size, _member_sort_key(c.members[0]) if c.members else (2, "")))
+    odd: list = []
+    if classes:
+        top = classes[0].size
+        odd = sorted({m for c in classes if c.size < top for m in c.members}, key=_member_sort_key)
+        if threads == "all":  # a rank is odd only when none of its threads is in a largest class
+            in_top = {m for c in classes if c.size == top for m in c.members}
+            odd = [m for m in odd if m not in in_top]
+    least, why = _least_progressed(classes, threads)
+    members_all.sort(key=_member_sort_key)
+    return MergedStacks(threads=threads, tree=root, classes=classes, odd_ones=odd, least_progressed=least,
+                        least_progressed_why=why, members=members_all, launchers=sorted(launchers),
+                        empty=sorted(set(empty) - {m for c in classes for m in c.members}, key=_member_sort_key))
+
+
+def _dedupe_members(node: StackNode) -> None:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if len(n.members) > 1:
+            n.members = sorted(set(n.members), key=_member_sort_key)
+        stack.extend(n.children)
+
+
+_WORK = ("data_loading", "logging", "checkpoint_io", "compute", "unknown", "sleep_lock")
+
+
+def _least_progressed(classes: list[StackClass], threads: str) -> tuple[list, str]:
+    """Members still doing work while others already wait in a collective (they have not reached it yet)."""
+    if threads != "main" or len(classes) < 2:
+        return [], ""
+    waiting = [c for c in classes if c.category == "collective_wait"]
+    working = [c for c in classes if c.category in _WORK]
+    if not waiting or not working:
+        if waiting and len(waiting) > 1:
+            return [], "all ranks wait in collectives, at different call sites"
+        return [], ""
+    members = sorted({m for c in working for m in c.members}, key=_member_sort_key)
+    n_wait = sum(c.size for c in waiting)
+    cats = sorted({c.category for c in working})
+    return members, (f"{len(members)} rank(s) in {'/'.join(cats)} while {n_wait} wait in a collective")
+
+
+def join_ranks(stacks_df, hostpid_rank: dict):
+    """Fill unknown ranks of stacks rows from an NCCL `host:pid -> rank` map (exact host:pid, or a unique pid)."""
+    if stacks_df is None or len(stacks_df) == 0 or not hostpid_rank:
+        return stacks_df
+    by_pid: dict[int, set] = {}
+    for key, rank in hostpid_rank.items():
+        if "#" in key or ":" not in key:
+            continue
+        host, _, pid = key.rpartition(":")
+        if pid.isdigit():
+            by_pid.setdefault(int(pid), set()).add(rank)
+    df = stacks_df.copy()
+    ranks = df["rank"].tolist()
+    for i, (rank, host, pid) in enumerate(zip(ranks, df["host"].tolist(), df["pid"].tolist())):
+        if _plain(rank) is not None or _plain(pid) is None:
+            continue
+        pid = int(_plain(pid))
+        hit = hostpid_rank.get(f"{_plain(host)}:{pid}") if _plain(host) else None
+        if hit is None and len(by_pid.get(pid, ())) == 1:
+            hit = next(iter(by_pid[pid]))
+        if hit is not None:
+            ranks[i] = int(hit)
+    df["rank"] = ranks
+    df["rank"] = df["rank"].astype("Int64")
+    return df

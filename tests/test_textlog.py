@@ -1,0 +1,91 @@
+"""The text-log parser on real captured output and on the line shapes FORMATS.md documents."""
+from __future__ import annotations
+
+import gzip
+import os
+
+import postmortem
+from parsers import parse_source
+from postmortem.discover import discover
+
+SHARED = os.path.join(os.path.dirname(__file__), "rules")
+
+
+def _parse(tmp_path, name, text, mode="w"):
+    p = tmp_path / name
+    if mode == "wb":
+        p.write_bytes(text)
+    else:
+        p.write_text(text, encoding="utf-8")
+    [src] = discover(str(p))
+    return parse_source(src)
+
+
+def test_rank_prefixed_traceback_and_torchrun_root_cause():
+    res = parse_source(discover(os.path.join(SHARED, "first-exception", "fire", "torchrun_record_raise.txt"))[0])
+    tbs = res.rows["tracebacks"]
+    val = [t for t in tbs if t["exc_type"] == "ValueError"][0]
+    assert val["rank"] == 1 and val["exc_message"] == "corrupt sample at step 3"
+    assert val["last_user_frame"]["func"] == "load_batch"
+    roots = [e for e in res.rows["events"] if e["kind"] == "torchrun_failure" and e["attrs"]["root"]]
+    assert [e["rank"] for e in roots] == [1]
+
+
+def test_progress_bar_glued_to_watchdog_line_is_split(tmp_path):
+    line = ("Running tokenizer on dataset:   9%|███▊   | 280000/2969526 [29:55<4:48:08, 155.57 examples/s]"
+            "[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, "
+            "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800328 milliseconds before timing out.\n")
+    res = _parse(tmp_path, "c.log", line)
+    wd = [e for e in res.rows["events"] if e["kind"] == "watchdog_timeout"][0]
+    assert wd["rank"] == 2 and wd["attrs"]["seq"] == 2 and wd["attrs"]["timeout_ms"] == 1800000
+    step = res.rows["steps"][0]
+    assert step["rank"] is None and step["phase"] == "data" and step["step"] == 280000
+    assert res.rows["collectives"][0]["op"] == "ALLREDUCE"
+
+
+def test_carriage_return_segments_nul_and_ansi(tmp_path):
+    data = (b"\x1b[32mEpoch 0:  10%|#  | 1/10 [00:00<00:01, 9.0it/s]\rEpoch 0:  20%|## | 2/10 [00:00<00:01, 9.0it/s]\n"
+            b"ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\x00\n")
+    res = _parse(tmp_path, "x.log", data, mode="wb")
+    assert res.lines == 2
+    assert [s["step"] for s in res.rows["steps"]] == [2] or [s["step"] for s in res.rows["steps"]][-1] == 2
+    assert any(e["kind"] == "dataloader" for e in res.rows["events"])
+
+
+def test_srun_labels_give_ranks(tmp_path):
+    text = "".join(f"{r}: step {s} loss 1.0\n" for s in range(3) for r in range(2))
+    text += "1: RuntimeError: boom\n"
+    res = _parse(tmp_path, "slurm-123.out", text)
+    assert {s["rank"] for s in res.rows["steps"]} == {0, 1}
+    assert [t["rank"] for t in res.rows["tracebacks"]] == [1]
+
+
+def test_pdsh_host_prefix_and_nccl_rank_mapping(tmp_path):
+    text = "".join(
+        f"node-{h}: node-{h}:{100 + r}:{200 + r} [{r}] NCCL INFO comm 0x55 rank {2 * h + r} nranks 4 cudaDev {r} busId 1000 - Init COMPLETE\n"
+        for h in range(2) for r in range(2))
+    text += "node-1: node-1:101:201 [1] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'\n"
+    p = tmp_path / "ds.log"
+    p.write_text(text)
+    a = postmortem.analyze(str(p))
+    warn = a.tables.events[a.tables.events["kind"] == "nccl_warn"].iloc[0]
+    assert warn["host"] == "node-1" and int(warn["rank"]) == 3
+    assert a.tables.meta["world_size"] == 4 and not a.tables.meta["world_size_inferred"]
+
+
+def test_cjk_lines_and_gzip(tmp_path):
+    raw = "[Rank 3] 处理最后一个批次 (62/62)...\n[Rank 3] RuntimeError: 训练失败\n".encode()
+    p = tmp_path / "rank3.log.gz"
+    p.write_bytes(gzip.compress(raw))
+    [src] = discover(str(p))
+    assert src.compression == "gzip" and src.rank == 3
+    res = parse_source(src)
+    assert res.rows["tracebacks"][0]["exc_message"] == "训练失败" and res.lines == 2
+
+
+def test_interleaved_unprefixed_frames_form_one_traceback(tmp_path):
+    text = ('  File "a.py", line 3, in f\n  File "a.py", line 3, in f\n    x()\n'
+            "RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective: "
+            "CollectiveFingerPrint(SequenceNumber=21, OpType=BROADCAST)\n")
+    res = _parse(tmp_path, "c.log", text)
+    assert len(res.rows["tracebacks"]) == 1 and len(res.rows["tracebacks"][0]["frames"]) == 2
