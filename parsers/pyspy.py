@@ -99,16 +99,20 @@ def _is_launcher_process(proc: dict) -> bool:
 
 
 def assign_ranks(procs: list[dict], source: Source) -> None:
-    """Give each dumped process a rank: per-process statements, then the path's rank (single-rank files),
-    inherited by children unless the parent is a launcher; launchers themselves get none."""
+    """Give each dumped process a rank: a banner or `RANK=`/`--rank` in its command line, then the path's rank
+    (files of one process), then `rank` locals, then local-rank statements; children inherit their parent's rank
+    unless the parent is a launcher; launchers themselves get none."""
     by_pid = {p["pid"]: p for p in procs if p.get("pid") is not None}
     for p in procs:
         p["launcher"] = _is_launcher_process(p)
         g, l = cmdline_rank(p.get("cmd"))
         lg, ll = _locals_rank(p["threads"])
-        p["own_rank"] = next((r for r in (p.get("banner_rank"), g, lg) if r is not None), None)
+        p["own_rank"] = next((r for r in (p.get("banner_rank"), g) if r is not None), None)
+        p["locals_rank"] = lg
         p["own_local"] = next((r for r in (l, ll) if r is not None), None)
     tops = [p for p in procs if not p["launcher"] and (p.get("ppid") not in by_pid or by_pid[p["ppid"]]["launcher"])]
+    top_pids = {p.get("pid") for p in tops}  # several dumps of one process over time are one top process
+    top_ids = {id(p) for p in tops}
     path_rank = source.rank
     path_local = source.local_rank
     for p in procs:
@@ -116,11 +120,13 @@ def assign_ranks(procs: list[dict], source: Source) -> None:
             p["rank"] = None
             continue
         rank = p["own_rank"]
-        if rank is None and path_rank is not None and len(tops) == 1 and p is tops[0]:
+        if rank is None and path_rank is not None and len(top_pids) == 1 and id(p) in top_ids:
             rank = path_rank
         if rank is None:
+            rank = p["locals_rank"]
+        if rank is None:
             rank = p["own_local"]
-        if rank is None and path_local is not None and len(tops) == 1 and p is tops[0]:
+        if rank is None and path_local is not None and len(top_pids) == 1 and id(p) in top_ids:
             rank = path_local
         p["rank"] = rank
     # children (DataLoader workers, fork children) inherit their parent's rank unless they state their own
@@ -136,7 +142,8 @@ def assign_ranks(procs: list[dict], source: Source) -> None:
             break
 
 
-def _emit(result: ParseResult, source: Source, procs: list[dict]) -> None:
+def emit_processes(result: ParseResult, source: Source, procs: list[dict]) -> None:
+    """Rank the processes and add one `stacks` row per thread (procs: pid, cmd, ppid, line, threads[...])."""
     assign_ranks(procs, source)
     rows = 0
     dropped = 0
@@ -310,7 +317,7 @@ def parse_pyspy_text(source: Source) -> ParseResult:
             main = [t["tid"] for t in p["threads"] if t.get("name") == "MainThread" and t["tid"].isdigit()]
             if len(main) == 1:
                 p["pid"] = int(main[0])
-    _emit(result, source, procs)
+    emit_processes(result, source, procs)
     for err in state.errors:
         result.problems.append(f"py-spy reported an error: {err}")
     if not any(p["threads"] for p in procs) and not state.errors:
@@ -439,7 +446,7 @@ def parse_pyspy_json(source: Source) -> ParseResult:
     # py-spy's JSON lists threads in internal order; put the main thread first like the text dump.
     for p in procs:
         p["threads"].sort(key=lambda t: 0 if t["name"] == "MainThread" or t["tid"] == str(p["pid"]) else 1)
-    _emit(result, source, procs)
+    emit_processes(result, source, procs)
     if not procs and not result.problems:
         result.problems.append("no py-spy thread stacks found")
     result.problems.extend(stats.problems)

@@ -26,6 +26,20 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--scheduler", default=None, help="dask scheduler address (with --engine dask)")
     a.add_argument("--lang", choices=("en", "zh"), default="en", help="language of the HTML report")
     a.add_argument("--quiet", "-q", action="store_true", help="no progress output on stderr")
+    c = sub.add_parser("collect", help="run a training command unchanged and capture the evidence a post-mortem needs",
+                       description="Run COMMAND (torchrun, accelerate launch, deepspeed, python ...) unchanged, "
+                                   "capturing its output, stacks on stall, nvidia-smi history and the kernel log "
+                                   "into OUT/<node>/; then print the verdict. Exit status is the job's.")
+    c.add_argument("--out", required=True, help="evidence directory (each node writes OUT/<node>/)")
+    c.add_argument("--stall-after", type=float, default=None, metavar="SECONDS",
+                   help="take py-spy dumps when the job has printed nothing for this long (default 300; 0: never)")
+    c.add_argument("--smi-interval", type=float, default=None, metavar="SECONDS",
+                   help="nvidia-smi sampling interval when nvidia-smi exists (default 10, at least 1)")
+    c.add_argument("--node", default=None, help="node directory name (default: the short host name)")
+    c.add_argument("--py-spy", default=None, metavar="PATH", help="py-spy executable (default: found on PATH)")
+    c.add_argument("--no-analyze", action="store_true", help="do not run `postmortem analyze OUT` at the end")
+    c.add_argument("--quiet", "-q", action="store_true", help="only errors and the verdict from the collector")
+    c.add_argument("cmd", nargs=argparse.REMAINDER, metavar="COMMAND", help="-- then the command to run")
     r = sub.add_parser("rules", help="list the rules with their ids and categories")
     r.add_argument("--plugin", action="append", default=None, metavar="FILE_OR_DIR")
     return p
@@ -37,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "rules":
         return _rules(args)
+    if args.command == "collect":
+        return _collect(args)
     if args.command != "analyze":
         parser.print_help()
         return 2
@@ -50,6 +66,20 @@ def _rules(args) -> int:
     for r in all_rules():
         print(f"{r.id:34} {r.category:22} {r.severity:8} {r.title}")
     return 0
+
+
+def _collect(args) -> int:
+    from postmortem.collect import DEFAULT_SMI_INTERVAL, DEFAULT_STALL_AFTER, collect, exit_like
+    command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not command:
+        print("postmortem collect: error: no command given (postmortem collect --out DIR -- COMMAND ...)",
+              file=sys.stderr)
+        return 2
+    rc = collect(command, args.out,
+                 stall_after=DEFAULT_STALL_AFTER if args.stall_after is None else args.stall_after,
+                 smi_interval=DEFAULT_SMI_INTERVAL if args.smi_interval is None else args.smi_interval,
+                 analyze=not args.no_analyze, node=args.node, py_spy=args.py_spy, quiet=args.quiet)
+    return exit_like(rc)
 
 
 def _analyze(args) -> int:

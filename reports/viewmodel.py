@@ -1,23 +1,435 @@
-"""View model for the HTML report: small plain values, built from the Analysis; templates only loop and print."""
+"""View model for the HTML report: small plain dataclasses built from the Analysis; templates only loop and print."""
 from __future__ import annotations
 
-from postmortem.findings import CATEGORY_WORDS
+import datetime as _dt
+import os
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from reports import i18n
+from reports import ranks as ranks_mod
+from reports import sections
+from reports.evidence import read_context
+from reports.sections import rank_ranges
+
+SECTION_IDS = ("verdict", "evidence", "timeline", "steps", "gpu", "stacks", "collectives", "nccl", "findings",
+               "gaps", "sources")
+FRAGMENT_SECTIONS = ("verdict", "evidence", "findings", "gaps")
+MAX_EVIDENCE = 12           # cited lines of the root finding shown with context
+MAX_OTHER_EVIDENCE = 3      # cited lines per other finding (no context)
+MAX_SOURCES = 5000          # rows in the sources table; files with problems are always listed
+MAX_STEP_ROWS = 40
+MAX_CITED_CHARS = 600
 
 
-def build_view(analysis, **options) -> dict:
-    """Plain dict the templates render."""
+@dataclass
+class VerdictView:
+    """The answer, in the words of the chosen language."""
+    present: bool
+    category: str = ""
+    words: str = ""
+    where: str = ""
+    tone: str = "fail"
+    culprits: str = ""
+    affected: str = ""
+    step: str = ""
+    phase: str = ""
+    confidence: str = ""
+    pct: int = 0
+    level: str = "low"
+    level_text: str = ""
+    meter_label: str = ""
+    summary: str = ""
+    title: str = ""
+    explanation: str = ""
+    remediation: str = ""
+    rule: str = ""
+
+
+@dataclass
+class ContextLine:
+    no: int
+    text: str
+    hit: bool
+
+
+@dataclass
+class EvidenceItem:
+    """One cited line, where it is, and the lines around it."""
+    source: str
+    line: str
+    rank: str
+    text: str
+    anchor: str
+    rank_label: str = ""
+    context: list[ContextLine] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass
+class FigureView:
+    name: str
+    uri: str
+    alt: str
+
+
+@dataclass
+class LaneRow:
+    ranks: str
+    count: int
+    role: str
+    role_words: str
+    first: str
+    last: str
+    errors: int
+    how: str
+
+
+@dataclass
+class StepRow:
+    ranks: str
+    count: int
+    last_step: int
+    behind: int
+    behind_text: str
+    when: str
+
+
+@dataclass
+class FindingRow:
+    confidence: str
+    category: str
+    words: str
+    title: str
+    rule: str
+    severity: str
+    ranks: str
+    relation: str
+    cascade: bool
+    explanation: str
+    remediation: str
+    evidence: list[EvidenceItem]
+
+
+@dataclass
+class GapView:
+    missing: str
+    why: str
+    how: str
+
+
+@dataclass
+class SourceRow:
+    anchor: str
+    source: str
+    kind: str
+    rank: str
+    host: str
+    bytes: str
+    lines: str
+    problem: str
+
+
+@dataclass
+class NavItem:
+    id: str
+    title: str
+    empty: bool
+
+
+@dataclass
+class ReportView:
+    """Everything a template prints."""
+    lang: str
+    t: dict
+    input: str
+    world: str
+    world_note: str
+    ranks_seen: str
+    n_files: int
+    generated: str
+    version: str
+    nav: list[NavItem]
+    verdict: VerdictView
+    evidence: list[EvidenceItem]
+    evidence_intro: str
+    evidence_more: str
+    timeline_fig: FigureView | None
+    timeline_rows: list[LaneRow]
+    timeline_axis: str
+    timeline_notes: list[str]
+    steps_fig: FigureView | None
+    steps_rows: list[StepRow]
+    steps_phase: str
+    gpu_fig: FigureView | None
+    gpu_rows: list
+    gpu_note: str
+    stack_classes: list
+    stacks_more: str
+    coll_rows: list
+    coll_more: str
+    nccl: object
+    nccl_channels: str
+    findings: list[FindingRow]
+    gaps: list[GapView]
+    gaps_script: str
+    sources: list[SourceRow]
+    sources_summary: str
+    sources_more: str
+    fragment: bool
+
+
+def _generated(value) -> str:
+    """The analysis date: an explicit value, SOURCE_DATE_EPOCH (reproducible builds), else now (UTC)."""
+    if isinstance(value, _dt.datetime):
+        value = value.astimezone(_dt.timezone.utc) if value.tzinfo else value
+        return value.strftime("%Y-%m-%d %H:%M UTC")
+    if value:
+        return str(value)
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch and epoch.strip().isdigit():
+        now = _dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc)
+    else:
+        now = _dt.datetime.now(_dt.timezone.utc)
+    return now.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _human_bytes(n) -> str:
+    if n is None or pd.isna(n):
+        return ""
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:,.1f} TiB"
+
+
+def _str(v) -> str:
+    if v is None:
+        return ""
+    try:
+        if pd.isna(v):
+            return ""
+    except (TypeError, ValueError):
+        pass
+    return str(v)
+
+
+def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, figures: bool = True,
+               fragment: bool = False, max_evidence: int = MAX_EVIDENCE, max_sources: int = MAX_SOURCES,
+               **unknown) -> ReportView:
+    """Plain view of an Analysis for the report templates (`fragment=True`: the notebook subset, no figures)."""
+    if unknown:
+        raise TypeError(f"unknown report option(s): {', '.join(sorted(unknown))}")
+    t = i18n.catalogue(lang)
+    tables = analysis.tables
+    meta = tables.meta
+    anchors = {s: f"src-{i}" for i, s in enumerate(tables.sources["source"].astype(str))}
+    paths = {s.source: s.path for s in (analysis.sources or [])}
+    verdict = _verdict(analysis, t)
+    root = analysis.findings[0] if analysis.findings else None
+    evidence, ev_more = _evidence(root, t, paths, anchors, context, max_evidence)
+    findings = [_finding(f, t, anchors) for f in analysis.findings[1:]]
+    gaps = [GapView(str(g.get("missing", "")), str(g.get("why", "")), str(g.get("how", "")))
+            for g in analysis.evidence_gaps]
+    gaps_script = "\n".join(f"# {g.missing}\n{g.how}" for g in gaps)
+    sources, src_summary, src_more = _sources(tables.sources, t, anchors, max_sources)
+    ws = meta.get("world_size")
+    seen = list(meta.get("ranks_seen", []))
+    view = ReportView(
+        lang=lang, t=t, input=str(analysis.input), world="?" if ws is None else str(ws),
+        world_note=t["world_inferred"] if meta.get("world_size_inferred") and ws is not None else "",
+        ranks_seen=rank_ranges(seen) or t["none"], n_files=len(tables.sources), generated=_generated(generated_at),
+        version=_version(), nav=[], verdict=verdict, evidence=evidence,
+        evidence_intro=i18n.fmt(t, "evidence_intro", n=context),
+        evidence_more=i18n.fmt(t, "evidence_more", n=ev_more) if ev_more else "",
+        timeline_fig=None, timeline_rows=[], timeline_axis="", timeline_notes=[], steps_fig=None, steps_rows=[],
+        steps_phase="", gpu_fig=None, gpu_rows=[], gpu_note="", stack_classes=[], stacks_more="", coll_rows=[],
+        coll_more="", nccl=None, nccl_channels="", findings=findings, gaps=gaps, gaps_script=gaps_script,
+        sources=sources, sources_summary=src_summary, sources_more=src_more, fragment=fragment)
+    if not fragment:
+        _fill_rank_sections(view, analysis, t, figures, lang)
+        _fill_table_sections(view, analysis, t, figures, lang)
+    view.nav = _nav(view, t)
+    return view
+
+
+def _version() -> str:
+    try:
+        from postmortem import __version__
+        return str(__version__)
+    except ImportError:  # pragma: no cover - the package always has one
+        return ""
+
+
+def _verdict(analysis, t) -> VerdictView:
     v = analysis.verdict
-    src = analysis.tables.sources
-    return {
-        "input": analysis.input,
-        "verdict": None if v is None else {
-            "category": v.category, "words": CATEGORY_WORDS.get(v.category, v.category), "phase": v.phase,
-            "confidence": f"{v.confidence:.2f}", "culprits": ", ".join(map(str, v.culprit_ranks)) or "—",
-            "step": "—" if v.step is None else v.step, "summary": v.summary},
-        "root": analysis.findings[0].to_dict() if analysis.findings else None,
-        "findings": [f.to_dict() for f in analysis.findings[1:]],
-        "gaps": list(analysis.evidence_gaps),
-        "sources": [{"source": r["source"], "kind": r["kind"], "bytes": r["bytes"], "lines": r["lines"],
-                     "problem": r["problem"] or ""} for _, r in src.iterrows()],
-        "world_size": analysis.tables.meta.get("world_size"),
+    if v is None:
+        return VerdictView(present=False, words=t["no_input"], summary=t["no_input_text"], tone="unknown")
+    root = analysis.findings[0] if analysis.findings else None
+    level = "high" if v.confidence >= 0.8 else "moderate" if v.confidence >= 0.5 else "low"
+    where = []
+    if v.culprit_ranks:
+        where.append(i18n.fmt(t, "headline_on", ranks=rank_ranges(v.culprit_ranks)))
+    if v.step is not None:
+        where.append(i18n.fmt(t, "headline_at_step", step=v.step))
+    if v.phase and v.phase != "unknown":
+        where.append(i18n.fmt(t, "headline_during", phase=i18n.phase_words(t, v.phase)))
+    affected = list(root.affected_ranks) if root else []
+    pct = int(round(v.confidence * 100))
+    return VerdictView(
+        present=True, category=v.category, words=i18n.category_words(t, v.category), where=t["list_sep"].join(where),
+        tone="ok" if v.category == "no_failure" else "unknown" if v.category == "unknown" else "fail",
+        culprits=rank_ranges(v.culprit_ranks) or t["no_rank_stands_out"],
+        affected=rank_ranges(affected) or t["none"], step=t["none"] if v.step is None else str(v.step),
+        phase=i18n.phase_words(t, v.phase) or t["none"], confidence=f"{v.confidence:.2f}", pct=pct, level=level,
+        level_text=t[f"conf_{level}"], meter_label=i18n.fmt(t, "conf_meter_label", pct=pct), summary=v.summary,
+        title=root.title if root else "", explanation=root.explanation if root else "",
+        remediation=root.remediation if root else "", rule=v.rule or "")
+
+
+def _cited(text: str) -> str:
+    text = str(text)
+    return text if len(text) <= MAX_CITED_CHARS else text[:MAX_CITED_CHARS] + " …"
+
+
+def _evidence(root, t, paths, anchors, radius, limit) -> tuple[list[EvidenceItem], int]:
+    if root is None or not root.evidence:
+        return [], 0
+    shown = root.evidence[:limit]
+    wanted: dict[str, set[int]] = {}
+    for e in shown:
+        path = paths.get(e.source)
+        if path and isinstance(e.line, int):
+            wanted.setdefault(path, set()).add(e.line)
+    ctx = read_context(wanted, radius) if radius > 0 else {}
+    items = []
+    for e in shown:
+        item = EvidenceItem(source=str(e.source), line=_str(e.line), rank=_str(e.rank), text=_cited(e.text),
+                            anchor=anchors.get(str(e.source), ""),
+                            rank_label=i18n.fmt(t, "rank_badge", rank=e.rank) if e.rank is not None else "")
+        path = paths.get(e.source)
+        got = ctx.get((path, e.line)) if path and isinstance(e.line, int) else None
+        if isinstance(got, list):
+            item.context = [ContextLine(no, text, no == e.line) for no, text in got]
+        elif radius > 0:
+            why = "why_no_line" if not isinstance(e.line, int) else \
+                "why_too_far" if got == "too_far" else "why_not_readable"
+            item.note = i18n.fmt(t, "evidence_no_context", why=t[why])
+        items.append(item)
+    return items, len(root.evidence) - len(shown)
+
+
+def _finding(f, t, anchors) -> FindingRow:
+    ev = [EvidenceItem(source=str(e.source), line=_str(e.line), rank=_str(e.rank), text=_cited(e.text),
+                       anchor=anchors.get(str(e.source), "")) for e in f.evidence[:MAX_OTHER_EVIDENCE]]
+    ranks = rank_ranges(f.culprit_ranks)
+    return FindingRow(confidence=f"{f.confidence:.2f}", category=f.category,
+                      words=i18n.category_words(t, f.category), title=f.title, rule=f.rule, severity=f.severity,
+                      ranks=ranks or t["none"],
+                      relation=i18n.fmt(t, "f_cascade_of", rule=f.cascade_of) if f.cascade_of else t["f_independent"],
+                      cascade=bool(f.cascade_of), explanation=f.explanation, remediation=f.remediation, evidence=ev)
+
+
+def _sources(src: pd.DataFrame, t, anchors, limit) -> tuple[list[SourceRow], str, str]:
+    rows = []
+    bad = src["problem"].notna()
+    keep = bad | ((~bad).cumsum() <= limit)
+    for rec in src[keep].to_dict("records"):
+        rows.append(SourceRow(anchor=anchors.get(str(rec["source"]), ""), source=str(rec["source"]),
+                              kind=_str(rec["kind"]), rank=_str(rec["rank"]), host=_str(rec["host"]),
+                              bytes=_human_bytes(rec["bytes"]), lines=_str(rec["lines"]), problem=_str(rec["problem"])))
+    total = src["bytes"].dropna().sum() if len(src) else 0
+    summary = i18n.fmt(t, "sources_summary", n=len(src), bad=int(bad.sum()), bytes=_human_bytes(total))
+    hidden = int((~keep).sum())
+    return rows, summary, i18n.fmt(t, "sources_more", n=hidden) if hidden else ""
+
+
+def _fill_rank_sections(view: ReportView, analysis, t, figures: bool, lang: str) -> None:
+    from reports import figures as figs_mod
+    model = ranks_mod.build(analysis)
+    role_words = {"culprit": t["role_culprit"], "affected": t["role_affected"], "other": t["role_other"],
+                  "unattributed": t["role_unattributed"]}
+    for lane in model.lanes:
+        view.timeline_rows.append(LaneRow(
+            ranks=t["unattributed_label"] if lane.unattributed else rank_ranges(lane.ranks),
+            count=len(lane.ranks), role=lane.role, role_words=role_words[lane.role], first=lane.first_where,
+            last=lane.last_where, errors=lane.n_errors, how=_cited(lane.how)[:240]))
+    if model.lanes:
+        view.timeline_axis = t["timeline_axis_time"] if model.axis.mode == "time" else t["timeline_axis_line"]
+    if model.merged_groups:
+        view.timeline_notes.append(i18n.fmt(t, "lanes_more", n=model.merged_groups))
+    if model.silent and model.lanes:
+        view.timeline_notes.append(i18n.fmt(t, "silent_ranks", ranks=rank_ranges(model.silent)))
+    view.steps_rows = _step_rows(model, t)
+    view.steps_phase = i18n.phase_words(t, model.steps_phase) or ""
+    if figures:
+        f = figs_mod.timeline_figure(model, lang)
+        if f is not None:
+            view.timeline_fig = FigureView("timeline", figs_mod.to_data_uri(f), t["fig_timeline_alt"])
+        f = figs_mod.steps_figure(model, lang)
+        if f is not None:
+            view.steps_fig = FigureView("steps", figs_mod.to_data_uri(f), t["fig_steps_alt"])
+
+
+def _step_rows(model, t) -> list[StepRow]:
+    if not model.step_last:
+        return []
+    front = max(r["last_step"] for r in model.step_last)
+    groups: dict[int, list[dict]] = {}
+    for r in model.step_last:
+        groups.setdefault(r["last_step"], []).append(r)
+    rows = []
+    for step in sorted(groups):
+        members = groups[step]
+        known = [m["rank"] for m in members if m["rank"] is not None]
+        label = rank_ranges(known)
+        if len(known) < len(members):
+            label = ", ".join(x for x in (label, t["unattributed_label"]) if x)
+        first = min(members, key=lambda m: m["x"])
+        rows.append(StepRow(ranks=label, count=len(members), last_step=step, behind=front - step,
+                            behind_text=str(front - step) if front - step else t["steps_front"], when=first["where"]))
+    return rows[:MAX_STEP_ROWS]
+
+
+def _fill_table_sections(view: ReportView, analysis, t, figures: bool, lang: str) -> None:
+    from reports import figures as figs_mod
+    tables = analysis.tables
+    gm = sections.gpu_model(tables.gpu, tables.events)
+    if gm is not None:
+        for g in gm.rows:
+            g.flags = " ".join(x for x in (t["gpu_lost"] if g.lost else "",
+                                           i18n.fmt(t, "gpu_ecc", n=g.ecc) if g.ecc else "") if x)
+        view.gpu_rows = gm.rows
+        if gm.oom_x is not None:
+            view.gpu_note = i18n.fmt(t, "gpu_oom_marked", when=gm.oom_when)
+        elif gm.oom_logged:
+            view.gpu_note = t["gpu_oom_unplaced"]
+        if figures:
+            f = figs_mod.gpu_figure(gm, lang)
+            if f is not None:
+                view.gpu_fig = FigureView("gpu_memory", figs_mod.to_data_uri(f), t["fig_gpu_alt"])
+    classes, hidden = sections.stack_classes(tables.stacks)
+    for c in classes:
+        c.more_label = i18n.fmt(t, "stacks_more_frames", n=len(c.more_frames)) if c.more_frames else ""
+    view.stack_classes = classes
+    view.stacks_more = i18n.fmt(t, "stacks_more", n=hidden) if hidden else ""
+    rows, hidden = sections.collective_rows(tables.collectives, t["coll_default_pg"])
+    view.coll_rows = rows
+    view.coll_more = i18n.fmt(t, "coll_more", n=hidden) if hidden else ""
+    view.nccl = sections.nccl_view(tables.nccl)
+    if view.nccl is not None:
+        view.nccl_channels = i18n.fmt(t, "nccl_channels", rings=view.nccl.rings, trees=view.nccl.trees)
+
+
+def _nav(view: ReportView, t) -> list[NavItem]:
+    empty = {
+        "verdict": False, "evidence": not view.evidence, "timeline": not view.timeline_rows,
+        "steps": not view.steps_rows, "gpu": not view.gpu_rows, "stacks": not view.stack_classes,
+        "collectives": not view.coll_rows, "nccl": view.nccl is None, "findings": not view.findings,
+        "gaps": not view.gaps, "sources": not view.sources,
     }
+    ids = FRAGMENT_SECTIONS if view.fragment else SECTION_IDS
+    return [NavItem(i, t[f"sec_{i}"], empty[i]) for i in ids]

@@ -78,7 +78,7 @@ class StallWatchdog(threading.Thread):
         self.pyspy_dir, self.pyspy, self.smi, self.on_dump = pyspy_dir, pyspy, smi, on_dump
         self.collector_env = collector_env
         self.requested = False       # set from the SIGUSR1 handler: a plain flag, no locks in signal context
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self._dumped_at_activity: float | None = None
 
     def request(self) -> None:
@@ -87,10 +87,10 @@ class StallWatchdog(threading.Thread):
 
     def stop(self) -> None:
         """Stop polling (a dump in progress finishes)."""
-        self._stop.set()
+        self._halt.set()
 
     def run(self) -> None:
-        while not self._stop.wait(POLL_S):
+        while not self._halt.wait(POLL_S):
             if self.requested:
                 self.requested = False
                 self._dump("requested (SIGUSR1 to the collector)")

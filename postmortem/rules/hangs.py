@@ -118,47 +118,58 @@ def _innermost_logging(frames) -> str:
                   "for different collectives, make every rank call the same collectives).")
 def odd_rank_stack(tables):
     main = _main_threads(tables)
-    main = main[main["rank"].notna()] if len(main) else main
     if main.empty:
-        return _single_process(tables)
-    latest = main.sort_values(["rank", "line"]).groupby("rank").tail(1)
+        return []
+    # Launcher agents (torchrun's elastic agent) only supervise; their stacks say nothing about the workers.
+    main = main[~main["frames"].map(lambda fr: "elastic/agent" in facts.frames_text(fr))]
+    main = main.assign(_unit=[int(r) if pd.notna(r) else f"pid {p}" for r, p in zip(main["rank"], main["pid"])])
+    latest = main.sort_values("line").groupby("_unit", sort=False).tail(1)
     if len(latest) < 2:
         return _single_process(tables)
-    cls = {int(r["rank"]): _classify(r["frames"]) for _, r in latest.iterrows()}
-    waiting = [r for r, c in cls.items() if c == "collective_wait"]
-    odd = [r for r, c in cls.items() if c != "collective_wait"]
-    rows = {int(r["rank"]): r for _, r in latest.iterrows()}
+    cls = {r["_unit"]: _classify(r["frames"]) for _, r in latest.iterrows()}
+    rows = {r["_unit"]: r for _, r in latest.iterrows()}
+    waiting = [u for u, c in cls.items() if c == "collective_wait"]
+    odd = [u for u, c in cls.items() if c != "collective_wait"]
+
+    def ranks(units):
+        return [u for u in units if isinstance(u, int)]
+
     if waiting and odd and len(odd) < len(waiting) + 1:
-        kinds = Counter(cls[r] for r in odd)
-        kind = kinds.most_common(1)[0][0]
+        kind = Counter(cls[u] for u in odd).most_common(1)[0][0]
         where = _innermost_user(rows[odd[0]]["frames"])
         category = {"logging": "logging_blocking", "data_loading": "dataloader_failure"}.get(kind, "straggler")
-        return [Finding(rule="odd-rank-out-stack", category=category, confidence=0.85, severity="critical",
-                        title=f"Rank {odd[0]} stuck in {where} while {len(waiting)} rank(s) wait in a collective",
-                        explanation=(f"In the stack dumps, rank(s) {waiting} wait in a collective while rank(s) {odd} "
-                                     f"are in {kind.replace('_', ' ')}: innermost frame {where}. The waiting ranks "
-                                     "cannot finish until the odd rank reaches the same collective."),
-                        remediation=f"Find out why rank {odd[0]} is stuck in {where} (lock, sleep, endless loop, slow "
-                                    "I/O) and fix it; long legitimate work needs a longer timeout.",
-                        culprit_ranks=odd, affected_ranks=waiting,
-                        evidence=[_stack_ev(rows[r], cls[r]) for r in odd[:4]] + [_stack_ev(rows[r], "collective_wait") for r in waiting[:2]],
+        return [Finding(rule="odd-rank-out-stack", category=category, confidence=0.85 if ranks(odd) else 0.75,
+                        severity="critical",
+                        title=f"{_name(odd[0])} stuck in {where} while {len(waiting)} process(es) wait in a collective",
+                        explanation=(f"In the stack dumps, {', '.join(map(_name, waiting))} wait in a collective while "
+                                     f"{', '.join(map(_name, odd))} are in {kind.replace('_', ' ')}: innermost frame "
+                                     f"{where}. The waiting ranks cannot finish until the odd one reaches the same "
+                                     "collective."),
+                        remediation=f"Find out why {_name(odd[0])} is stuck in {where} (lock, sleep, endless loop, "
+                                    "slow I/O) and fix it; long legitimate work needs a longer timeout.",
+                        culprit_ranks=ranks(odd), affected_ranks=ranks(waiting),
+                        evidence=[_stack_ev(rows[u], cls[u]) for u in odd[:4]] + [_stack_ev(rows[u], "collective_wait") for u in waiting[:2]],
                         order=(1, float("inf")), explains=("collective_timeout", "rank_crash", "unknown"))]
     if len(waiting) >= 2:
-        sites = Counter(_innermost_user(rows[r]["frames"]) for r in waiting)
+        sites = Counter(_innermost_user(rows[u]["frames"]) for u in waiting)
         if len(sites) > 1:
             minority_site = sites.most_common()[-1][0]
-            odd = [r for r in waiting if _innermost_user(rows[r]["frames"]) == minority_site]
+            odd = [u for u in waiting if _innermost_user(rows[u]["frames"]) == minority_site]
             return [Finding(rule="odd-rank-out-stack", category="barrier_skew", confidence=0.8, severity="critical",
                             title="Ranks wait in different collectives",
                             explanation="The stack dumps show ranks blocked in different collective call sites: "
-                                        + "; ".join(f"{n} rank(s) at {s}" for s, n in sites.items())
+                                        + "; ".join(f"{n} process(es) at {s}" for s, n in sites.items())
                                         + ". They will never match: the code paths diverged.",
                             remediation="Make every rank call the same collectives in the same order.",
-                            culprit_ranks=odd if len(odd) * 2 < len(waiting) else [],
-                            affected_ranks=[r for r in waiting if r not in odd],
-                            evidence=[_stack_ev(rows[r], "collective_wait") for r in waiting[:6]],
+                            culprit_ranks=ranks(odd) if len(odd) * 2 < len(waiting) else [],
+                            affected_ranks=ranks([u for u in waiting if u not in odd]),
+                            evidence=[_stack_ev(rows[u], "collective_wait") for u in waiting[:6]],
                             order=(1, float("inf")), explains=("collective_timeout", "straggler"))]
     return []
+
+
+def _name(unit) -> str:
+    return f"rank {unit}" if isinstance(unit, int) else unit
 
 
 def _single_process(tables) -> list[Finding]:

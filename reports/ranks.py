@@ -1,0 +1,279 @@
+"""Per-rank activity for the timeline and step sections: one summary per rank, then lanes of identical ranks."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+GROUP_ABOVE = 16          # up to this many ranks every rank gets its own lane; above it identical ranks share one
+MAX_LANES = 40            # lanes drawn; smaller groups beyond this merge into one "other ranks" lane
+MAX_MARKS = 60            # error / stop marks kept per lane (the figure needs shape, not every point)
+MAX_SILENT = 65_536       # world sizes beyond this are not enumerated for silent ranks
+MAX_STEP_POINTS = 1500    # points per rank in the step chart
+TIME_SHARE = 0.5          # timestamps on at least this share of rank lines => time axis, else line numbers
+
+
+@dataclass
+class Axis:
+    """How positions are measured: seconds since `origin` (mode "time") or line numbers in each file ("line")."""
+    mode: str
+    origin: pd.Timestamp | None = None
+
+    def where(self, x: float | None, source: str | None, line) -> str:
+        """Human label of a position: a UTC time, or source:line."""
+        if x is None:
+            return ""
+        if self.mode == "time" and self.origin is not None:
+            return (self.origin + pd.Timedelta(seconds=float(x))).strftime("%Y-%m-%d %H:%M:%S")
+        return f"{source}:{int(line)}" if source is not None and line is not None and not pd.isna(line) else ""
+
+
+@dataclass
+class RankSummary:
+    """What one rank did, from its first to its last attributable line."""
+    rank: int | None
+    first_x: float
+    last_x: float
+    first_where: str
+    last_where: str
+    last_kind: str
+    last_text: str
+    last_key: str             # masked form of the last line, so identical ranks compare equal
+    n_errors: int = 0
+    error_xs: list[float] = field(default_factory=list)
+    first_error_x: float | None = None
+    first_error_text: str = ""
+    error_kinds: tuple[str, ...] = ()
+    last_step: int | None = None
+    role: str = "other"
+
+
+@dataclass
+class Lane:
+    """One swimlane: a rank, or a group of ranks that behaved identically."""
+    ranks: list[int]
+    role: str
+    first_x: float
+    last_x: float
+    stop_xs: list[float]
+    error_xs: list[float]
+    first_error_x: float | None
+    n_errors: int
+    first_where: str
+    last_where: str
+    how: str
+    unattributed: bool = False
+
+
+@dataclass
+class RankModel:
+    """Everything the timeline and step views need, computed once per report."""
+    axis: Axis
+    summaries: list[RankSummary]
+    lanes: list[Lane]
+    merged_groups: int
+    silent: list[int]
+    culprits: list[int]
+    affected: list[int]
+    steps_phase: str | None
+    step_axis: Axis
+    step_series: dict          # rank (or None) -> (xs, steps) for the chart
+    step_last: list[dict]      # per rank: rank, last_step, x, where
+
+
+def _is_error(level) -> bool:
+    return isinstance(level, str) and level[:1].upper() in ("E", "F")
+
+
+def _activity(tables) -> pd.DataFrame:
+    """Rows of rank activity from every table that has positions: rank, ts, source, line, kind, text, key, err."""
+    parts = []
+    ev = tables.events
+    if len(ev):
+        text = ev["message"].astype(str)
+        key = ev["template"].where(ev["template"].notna(), text).astype(str)
+        parts.append(pd.DataFrame({"rank": ev["rank"], "ts": ev["ts"], "source": ev["source"], "line": ev["line"],
+                                   "kind": ev["kind"].astype(str), "text": text, "key": ev["kind"].astype(str) + "|" + key,
+                                   "err": ev["level"].map(_is_error).astype(bool)}))
+    tb = tables.tracebacks
+    if len(tb):
+        line = tb["end_line"].where(tb["end_line"].notna(), tb["line"])
+        text = tb["exc_type"].astype(str) + ": " + tb["exc_message"].fillna("").astype(str)
+        parts.append(pd.DataFrame({"rank": tb["rank"], "ts": tb["ts"], "source": tb["source"], "line": line,
+                                   "kind": "traceback", "text": text, "key": "traceback|" + tb["exc_type"].astype(str),
+                                   "err": True}))
+    st = tables.steps
+    if len(st):
+        # Only each file's first and last step row matter for activity spans; keeps millions of steps cheap.
+        s = st[st["line"].notna()]
+        if len(s):
+            idx = pd.Index(s.groupby(["source"], sort=False)["line"].idxmin()).append(
+                pd.Index(s.groupby(["source"], sort=False)["line"].idxmax()))
+            if s["rank"].notna().any():
+                r = s[s["rank"].notna()]
+                idx = idx.append(pd.Index(r.groupby(["source", "rank"], sort=False)["line"].idxmin())).append(
+                    pd.Index(r.groupby(["source", "rank"], sort=False)["line"].idxmax()))
+            s = s.loc[sorted(set(idx))]
+            parts.append(pd.DataFrame({"rank": s["rank"], "ts": s["ts"], "source": s["source"], "line": s["line"],
+                                       "kind": "step", "text": "step " + s["step"].astype(str),
+                                       "key": "step|" + s["phase"].fillna("").astype(str), "err": False}))
+    co = tables.collectives
+    if len(co):
+        text = (co["op"].fillna("?").astype(str) + " seq " + co["seq"].astype(str) + " "
+                + co["state"].fillna("").astype(str))
+        parts.append(pd.DataFrame({"rank": co["rank"], "ts": co["ts"], "source": co["source"], "line": co["line"],
+                                   "kind": "collective", "text": text.str.strip(),
+                                   "key": "collective|" + co["op"].fillna("?").astype(str) + "|"
+                                   + co["state"].fillna("").astype(str), "err": False}))
+    if not parts:
+        return pd.DataFrame(columns=["rank", "ts", "source", "line", "kind", "text", "key", "err"])
+    parts = [p.astype({"rank": "Int64", "line": "Int64"}) for p in parts]
+    df = pd.concat(parts, ignore_index=True)
+    return df[df["line"].notna() | df["ts"].notna()]
+
+
+def _axis(act: pd.DataFrame) -> Axis:
+    ranked = act[act["rank"].notna()]
+    base = ranked if len(ranked) else act
+    if len(base) and base["ts"].notna().mean() >= TIME_SHARE:
+        return Axis("time", base["ts"].min())
+    return Axis("line")
+
+
+def _x(df: pd.DataFrame, axis: Axis) -> pd.Series:
+    if axis.mode == "time":
+        return (df["ts"] - axis.origin).dt.total_seconds()
+    return df["line"].astype("float64")
+
+
+def build(analysis) -> RankModel:
+    """Summaries, lanes and step series for an Analysis."""
+    tables = analysis.tables
+    act = _activity(tables)
+    axis = _axis(act)
+    if len(act):
+        act = act.assign(x=_x(act, axis))
+        act = act[act["x"].notna()].sort_values(["x", "source", "line"], kind="stable")
+    root = analysis.findings[0] if analysis.findings and analysis.verdict is not None \
+        and analysis.verdict.category not in ("no_failure",) else None
+    culprits = list(root.culprit_ranks) if root else []
+    affected = list(root.affected_ranks) if root else []
+    last_steps, step_series, phase, step_axis = _steps(tables, axis)
+    summaries = []
+    if len(act):
+        for rank, grp in act.groupby("rank", dropna=False, sort=True):
+            r = None if pd.isna(rank) else int(rank)
+            summaries.append(_summary(r, grp, axis, culprits, affected, last_steps))
+    summaries.sort(key=lambda s: (s.rank is None, s.rank if s.rank is not None else 0))
+    seen = {s.rank for s in summaries if s.rank is not None}
+    ws = tables.meta.get("world_size")
+    silent = [r for r in range(int(ws)) if r not in seen] if ws and int(ws) <= MAX_SILENT else []
+    lanes, merged = _lanes([s for s in summaries if s.rank is not None])
+    unattributed = [s for s in summaries if s.rank is None]
+    for s in unattributed:
+        lanes.append(Lane([], "unattributed", s.first_x, s.last_x, [s.last_x], s.error_xs[:MAX_MARKS],
+                          s.first_error_x, s.n_errors, s.first_where, s.last_where, _how(s), unattributed=True))
+    step_last = [{"rank": k, "last_step": v[0], "x": v[1], "where": v[2]} for k, v in last_steps.items()]
+    return RankModel(axis, summaries, lanes, merged, silent, culprits, affected, phase, step_axis, step_series,
+                     step_last)
+
+
+def _summary(rank, grp: pd.DataFrame, axis: Axis, culprits, affected, last_steps) -> RankSummary:
+    first, last = grp.iloc[0], grp.iloc[-1]
+    errs = grp[grp["err"]]
+    role = "culprit" if rank in culprits else "affected" if rank in affected else "other"
+    s = RankSummary(rank=rank, first_x=float(first["x"]), last_x=float(last["x"]),
+                    first_where=axis.where(first["x"], first["source"], first["line"]),
+                    last_where=axis.where(last["x"], last["source"], last["line"]),
+                    last_kind=str(last["kind"]), last_text=str(last["text"])[:240], last_key=str(last["key"]),
+                    n_errors=int(len(errs)), role=role)
+    if len(errs):
+        xs = errs["x"].to_numpy()
+        s.error_xs = [float(v) for v in xs[:: max(1, len(xs) // MAX_MARKS)][:MAX_MARKS]]
+        s.first_error_x = float(errs.iloc[0]["x"])
+        s.first_error_text = str(errs.iloc[0]["text"])[:240]
+        s.error_kinds = tuple(sorted(set(errs["kind"].astype(str))))
+    if rank in last_steps:
+        s.last_step = last_steps[rank][0]
+    return s
+
+
+def _how(s: RankSummary) -> str:
+    return f"{s.last_kind}: {s.last_text}" if s.last_text else s.last_kind
+
+
+def _lanes(summaries: list[RankSummary]) -> tuple[list[Lane], int]:
+    """Group ranks into lanes (each rank alone for small jobs); returns lanes and how many groups were merged."""
+    if len(summaries) <= GROUP_ABOVE:
+        groups = [[s] for s in summaries]
+    else:
+        by_key: dict[tuple, list[RankSummary]] = {}
+        for s in summaries:
+            key = (s.role, s.last_key, s.error_kinds, s.last_step)
+            by_key.setdefault(key, []).append(s)
+        groups = list(by_key.values())
+    # Culprits first, then the ranks that waited, then the rest; larger groups before smaller ones.
+    order = {"culprit": 0, "affected": 1, "other": 2}
+    groups.sort(key=lambda g: (order[g[0].role], -len(g) if len(summaries) > GROUP_ABOVE else 0, g[0].rank))
+    merged = 0
+    if len(groups) > MAX_LANES:
+        keep = [g for g in groups if g[0].role == "culprit"][:MAX_LANES - 1]
+        rest = [g for g in groups if g[0].role != "culprit"]
+        room = MAX_LANES - 1 - len(keep)
+        keep += rest[:room]
+        tail = [s for g in rest[room:] for s in g] + [s for g in groups if g[0].role == "culprit"][MAX_LANES - 1:]
+        merged = len(groups) - len(keep)
+        groups = keep + ([sorted(tail, key=lambda s: s.rank)] if tail else [])
+    lanes = []
+    for g in groups:
+        rep = min(g, key=lambda s: s.last_x) if g[0].role == "culprit" else g[0]
+        stops = sorted(s.last_x for s in g)
+        errs = sorted(x for s in g for x in s.error_xs)
+        firsts = [s.first_error_x for s in g if s.first_error_x is not None]
+        roles = {s.role for s in g}
+        lanes.append(Lane(ranks=sorted(s.rank for s in g), role=g[0].role if len(roles) == 1 else "other",
+                          first_x=min(s.first_x for s in g), last_x=max(s.last_x for s in g),
+                          stop_xs=_thin(stops), error_xs=_thin(errs),
+                          first_error_x=min(firsts) if firsts else None, n_errors=sum(s.n_errors for s in g),
+                          first_where=min(g, key=lambda s: s.first_x).first_where,
+                          last_where=max(g, key=lambda s: s.last_x).last_where, how=_how(rep)))
+    return lanes, merged
+
+
+def _thin(xs: list[float]) -> list[float]:
+    if len(xs) <= MAX_MARKS:
+        return xs
+    step = len(xs) / MAX_MARKS
+    return [xs[int(i * step)] for i in range(MAX_MARKS)] + [xs[-1]]
+
+
+def _steps(tables, axis: Axis) -> tuple[dict, dict, str | None, Axis]:
+    """Last step per rank (in the main phase), per-rank series for the chart, the phase, and the steps' axis."""
+    st = tables.steps
+    st = st[st["step"].notna()]
+    if not len(st):
+        return {}, {}, None, axis
+    phases = st["phase"].fillna("unknown")
+    counts = phases.value_counts()
+    phase = "train" if (phases == "train").any() else sorted(counts.index, key=lambda p: (-counts[p], p))[0]
+    st = st[phases == phase]
+    # Steps get their own axis when their timestamps disagree with the activity axis (e.g. untimed progress bars).
+    if st["ts"].notna().mean() >= TIME_SHARE:
+        step_axis = axis if axis.mode == "time" else Axis("time", st["ts"].min())
+    else:
+        step_axis = Axis("line")
+    st = st.assign(x=_x(st, step_axis))
+    st = st[st["x"].notna()]
+    last: dict = {}
+    series: dict = {}
+    for rank, grp in st.groupby("rank", dropna=False, sort=True):
+        r = None if pd.isna(rank) else int(rank)
+        grp = grp.sort_values("x", kind="stable")
+        top = grp.loc[grp["step"].astype("int64").idxmax()]
+        last[r] = (int(top["step"]), float(top["x"]), step_axis.where(top["x"], top["source"], top["line"]))
+        xs, ys = grp["x"].to_numpy(dtype=float), grp["step"].to_numpy(dtype=float)
+        if len(xs) > MAX_STEP_POINTS:
+            k = len(xs) // MAX_STEP_POINTS + 1
+            xs, ys = list(xs[::k]) + [xs[-1]], list(ys[::k]) + [ys[-1]]
+        series[r] = (list(map(float, xs)), list(map(float, ys)))
+    return last, series, phase, step_axis

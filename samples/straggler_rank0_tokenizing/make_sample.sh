@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Re-creates logs/: 4 CPU ranks under torchrun (gloo, 20 s timeout), tee'd per-rank files, @record error files.
+# Needs torch==2.13.0 (CPU) and tqdm on PATH's python.
+set -u
+cd "$(dirname "$0")"
+rm -rf logs && mkdir -p logs/torchrun
+WORK=$(mktemp -d)                   # the token cache lives outside logs/
+export OMP_NUM_THREADS=1 TOKEN_CACHE="$WORK/token_cache.pt"
+TORCHELASTIC_ERROR_FILE="$PWD/logs/torchrun_error.json" \
+  torchrun --standalone --nproc-per-node 4 --tee 3 --log-dir logs/torchrun train.py \
+  > logs/console.txt 2>&1
+echo "torchrun exit code: $?"
+rm -rf "$WORK"
