@@ -67,6 +67,8 @@ def _worker(args: tuple) -> dict:
             stats["sniffed"][str(out.sniffed)] = stats["sniffed"].get(str(out.sniffed), 0) + 1
             if out.seconds > stats["slowest"][0]:
                 stats["slowest"] = [round(out.seconds, 3), f"{inp.kind}/{inp.name}/{inp.wrap}/{len(inp.data)}B"]
+            if out.seconds > opts["slow"]:
+                out.failures[f"slow:{inp.kind}:{out.sniffed}"] = f"{out.seconds:.2f} s for {len(inp.data)} bytes"
             for sig, msg in out.failures.items():
                 f = stats["failures"].setdefault(sig, {"count": 0, "message": msg, "saved": None})
                 f["count"] += 1
@@ -153,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="also run build+rules+JSON/text on every Nth input (0: never)")
     ap.add_argument("--html-every", type=int, default=20, help="and HTML on every Mth of those (0: never)")
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds one input may take")
+    ap.add_argument("--slow", type=float, default=2.0, help="report inputs slower than this many seconds")
     ap.add_argument("--mem-limit-gb", type=float, default=4.0, help="address-space limit per worker (0: none)")
     ap.add_argument("--max-seconds", type=float, default=0, help="stop each worker after this long (0: no limit)")
     ap.add_argument("--save", metavar="DIR", help="save the first input of each failure signature here")
@@ -164,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         return replay(args.replay)
     opts = {"seed_dirs": DEFAULT_SEED_DIRS + args.seeds, "kinds": args.kind, "max_size": args.max_size,
             "seed_bytes": args.seed_bytes, "pipeline_every": args.pipeline_every, "html_every": args.html_every,
-            "timeout": args.timeout, "mem_limit_gb": args.mem_limit_gb, "save": args.save,
+            "timeout": args.timeout, "slow": args.slow, "mem_limit_gb": args.mem_limit_gb, "save": args.save,
             "max_seconds": args.max_seconds, "progress": args.progress}
     workers = max(1, args.workers)
     shares = [args.budget // workers + (1 if i < args.budget % workers else 0) for i in range(workers)]

@@ -58,6 +58,7 @@ def registered_kinds() -> dict[str, list[str]]:
 
 
 _LOADED = False
+_BROKEN: list[str] = []
 
 
 def _load_builtin() -> None:
@@ -72,7 +73,9 @@ def _load_builtin() -> None:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:
             if exc.name != mod:
-                raise
+                _BROKEN.append(f"{mod} unavailable: {exc}")
+        except Exception as exc:  # a broken parser module costs its kind, never the whole analysis
+            _BROKEN.append(f"{mod} unavailable: {type(exc).__name__}: {exc}")
 
 
 def parse_source(source: Source) -> ParseResult:

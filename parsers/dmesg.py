@@ -189,7 +189,15 @@ class _KernelLog:
             self.sacrifice[pid] = {"lineno": lineno, "facts": facts, "comm": m.group("comm"), "msg": msg,
                                    "score": int(sm.group(1)) if sm else None, "scope": m.group("scope")}
             return True
-        old = self.sacrifice.pop(pid, {})
+        old = self.sacrifice.pop(pid, None)
+        if old is None and self.sacrifice:
+            # The kernel chose pid N ("Kill process N ... or sacrifice child") but killed one of N's children.
+            chosen = max(self.sacrifice, key=lambda p: self.sacrifice[p]["lineno"])
+            old = self.sacrifice.pop(chosen)
+            old["selected_pid"] = chosen
+        old = old or {}
+        if old.get("selected_pid") is not None:
+            self.constraints.setdefault(pid, {})["selected_pid"] = old["selected_pid"]
         self._kill(lineno, facts, msg, pid, m.group("comm"), m.group("scope") or old.get("scope"), m.group("rest"),
                    old.get("score"))
         return True

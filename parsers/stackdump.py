@@ -61,11 +61,9 @@ class _Collector:
         self.truncated = 0
         # gdb state
         self.gdb_pid: int | None = None
-        self.gdb_thread: dict | None = None     # {"tid","name","num","line"}
-        self.gdb_frames: dict[int, dict] = {}
-        self.gdb_py: list[dict] = []
-        self.gdb_line: int | None = None
-        self.gdb_proc: dict | None = None
+        self.gdb_threads: dict = {}      # thread key (LWP) -> {"tid","name","line","nums": {n: frame},"py": [...]}
+        self.gdb_cur = None
+        self.gdb_last_n: int | None = None
 
     # -- processes / rows
     def _proc_for(self, key, lineno: int, tid, pid=None, rank=None) -> dict:
@@ -99,8 +97,10 @@ class _Collector:
             if target is not None:
                 target["frames"] = splice(frames, target["frames"])
             return
-        if blk["style"] == "pybt" and self.gdb_thread is not None and not self.rank_log:
-            self.gdb_py.extend(frames)
+        if blk["style"] == "pybt" and blk.get("gdb") and not self.rank_log:
+            entry = self._gdb_entry(blk["line"])
+            if not entry["py"]:
+                entry["py"] = frames
             return
         proc = self._proc_for(key, blk["line"], blk["tid"], rank=blk.get("rank"))
         self._add_thread(proc, {"tid": blk["tid"], "name": blk["name"], "status": blk.get("status"),
@@ -142,8 +142,9 @@ class _Collector:
                 return
             if FH_STACK_RE.match(stripped):
                 style = "pybt" if stripped.startswith("Traceback") else "fh"
-                if style == "pybt" and self.gdb_thread is not None and not self.rank_log:
-                    self._open(key, lineno, "pybt", self.gdb_thread["tid"], self.gdb_thread["name"], rank)
+                if style == "pybt" and not self.rank_log and (self.gdb_threads or self.gdb_cur is not None
+                                                              or self.gdb_pid is not None):
+                    self._open(key, lineno, "pybt", self.gdb_cur, None, rank)["gdb"] = True
                 else:
                     self._open(key, lineno, style, None, None, rank)
                 return
@@ -190,28 +191,40 @@ class _Collector:
         self._close(key, lineno)
         return False
 
-    # -- gdb sessions
+    # -- gdb sessions: one attached process is stopped for the whole session, so every `bt`/`py-bt` of a thread
+    # describes the same moment; frames are merged per thread by gdb frame number (py-bt's Python frame wins).
+    def _gdb_entry(self, lineno: int) -> dict:
+        key = self.gdb_cur
+        entry = self.gdb_threads.get(key)
+        if entry is None:
+            entry = {"tid": key, "name": None, "line": lineno, "nums": {}, "py": []}
+            self.gdb_threads[key] = entry
+        return entry
+
     def _gdb_flush(self) -> None:
-        if self.gdb_thread is None or (not self.gdb_frames and not self.gdb_py):
-            self.gdb_frames, self.gdb_py = {}, []
+        """Emit the threads of the current gdb session as one dump."""
+        if not self.gdb_threads:
             return
-        frames = [self.gdb_frames[n] for n in sorted(self.gdb_frames)]
-        if self.gdb_py:
-            frames = splice(frames, self.gdb_py)
-        t = self.gdb_thread
-        proc = self.gdb_proc
-        if proc is None or t["tid"] in proc["tids"] or proc["pid"] != self.gdb_pid:
-            proc = {"pid": self.gdb_pid, "cmd": None, "line": self.gdb_line or t["line"], "threads": [], "tids": set(),
-                    "ppid": None, "python": None, "banner_rank": None}
+        proc = {"pid": self.gdb_pid, "cmd": None, "line": None, "threads": [], "tids": set(), "ppid": None,
+                "python": None, "banner_rank": None}
+        for entry in self.gdb_threads.values():
+            frames = [entry["nums"][n] for n in sorted(entry["nums"])]
+            if entry["py"]:
+                frames = splice(frames, entry["py"])
+            if not frames:
+                continue
+            proc["line"] = proc["line"] or entry["line"]
+            self._add_thread(proc, {"tid": entry["tid"], "name": entry["name"], "status": None,
+                                    "line": entry["line"], "frames": frames[:MAX_FRAMES_COLLECTED]})
+        if proc["threads"]:
             self.procs.append(proc)
-            self.gdb_proc = proc
-        self._add_thread(proc, {"tid": t["tid"], "name": t["name"], "status": None,
-                                "line": self.gdb_line or t["line"], "frames": frames[:MAX_FRAMES_COLLECTED]})
-        self.gdb_frames, self.gdb_py, self.gdb_line = {}, [], None
+        self.gdb_threads, self.gdb_cur = {}, None
 
     def _gdb_set_thread(self, lineno: int, num, lwp, name) -> None:
-        self._gdb_flush()
-        self.gdb_thread = {"tid": lwp or (f"gdb{num}" if num else None), "name": name, "num": num, "line": lineno}
+        self.gdb_cur = lwp or (f"gdb{num}" if num else None)
+        entry = self._gdb_entry(lineno)
+        if name and not entry["name"]:
+            entry["name"] = name
 
     def _gdb_line(self, lineno: int, line: str) -> None:
         s = line.strip()
@@ -230,10 +243,11 @@ class _Collector:
                     self._gdb_frame(lineno, int(m.group("n")), frame)
             return
         m = CONT_FROM_RE.match(line) or CONT_AT_RE.match(line)
-        if m and self.gdb_frames:
-            last = self.gdb_frames[max(self.gdb_frames)]
-            if last.get("native"):
-                if "lib" in m.groupdict() and m.group("lib"):
+        if m:
+            entry = self.gdb_threads.get(self.gdb_cur)
+            last = entry["nums"].get(self.gdb_last_n) if entry else None
+            if last is not None and last.get("native"):
+                if "lib" in m.groupdict():
                     last["file"] = m.group("lib")
                 else:
                     last["file"], last["line"] = m.group("file"), int(m.group("line"))
@@ -249,25 +263,19 @@ class _Collector:
             return
         m = GDB_ATTACH_RE.search(s)
         if m:
-            self._gdb_flush()
+            self._gdb_flush()  # a new attach: a new process or a later moment
             self.gdb_pid = int(m.group("pid"))
-            self.gdb_thread = None
-            return
 
     def _gdb_frame(self, lineno: int, n: int, frame: dict) -> None:
-        if self.gdb_thread is None:
-            self.gdb_thread = {"tid": None, "name": None, "num": None, "line": lineno}
-        prev = self.gdb_frames.get(n)
-        if prev is not None:
-            if bool(prev.get("native")) == bool(frame.get("native")):
-                self._gdb_flush()  # the same frame number again: a new backtrace of this thread
-            elif frame.get("native"):
-                return  # keep the Python frame py-bt gave for this gdb frame
-        if len(self.gdb_frames) >= MAX_FRAMES_COLLECTED:
+        entry = self._gdb_entry(lineno)
+        nums = entry["nums"]
+        if len(nums) >= MAX_FRAMES_COLLECTED:
             return
-        if self.gdb_line is None:
-            self.gdb_line = lineno
-        self.gdb_frames[n] = frame
+        if not frame.get("native"):
+            nums[n] = frame          # py-bt's view of an interpreter frame replaces the C frame
+        elif n not in nums:
+            nums[n] = frame
+        self.gdb_last_n = n
 
     def finish(self, lineno: int) -> list[dict]:
         for key in list(self.open):

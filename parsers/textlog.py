@@ -270,7 +270,7 @@ class _StepAccumulator:
         return out
 
 
-@register("rank_log", "nccl_log", "dmesg", "unknown", "pyspy", "nvidia_smi")
+@register("rank_log", "nccl_log", "dmesg", "unknown", "pyspy", "nvidia_smi", "stack_dump")
 def parse_textlog(source: Source) -> ParseResult:
     """Stream a text file once: strip prefixes, attribute ranks, extract events/tracebacks/steps/NCCL lines."""
     result = ParseResult()

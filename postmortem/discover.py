@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from postmortem import textio
 
 KINDS = ("rank_log", "json", "nccl_log", "pyspy", "pyspy_json", "nvidia_smi", "dmesg", "torchrun_error",
-         "flight_recorder", "host_memory", "binary", "unknown")
+         "flight_recorder", "host_memory", "stack_dump", "binary", "unknown")
 
 MAX_FILES = 1_000_000  # a guard against pathological trees; beyond it files are listed as skipped
 
@@ -69,6 +69,17 @@ def path_hints(relpath: str) -> dict:
 
 _NCCL_LINE = re.compile(rb"^(?:\[[^\]]+\] )?[^:\s]+:\d+:\d+ (?:\[\d+\] )?.*NCCL (?:INFO|WARN|TRACE)", re.M)
 _DMESG_LINE = re.compile(rb"^(?:\[\s*\d+\.\d+\]|\[\w{3} \w{3} +\d+ [\d:]+ \d{4}\]|\w{3} +\d+ [\d:]+ \S+ kernel:|\d{4}-\d\d-\d\dT[\d:,.]+[+-]\d\d:?\d\d )", re.M)
+_PYSPY_ERROR = re.compile(rb"^(?:Error: |Permission Denied: Try running again with elevated permissions)")
+# gdb sessions (`bt`, `py-bt`) and hanging_threads reports; faulthandler dumps (a file that starts with one)
+_GDB_HANG_HDR = re.compile(rb"^(?:\(gdb\) |#\d+\s+0x[0-9a-fA-F]+ in |#\d+ Frame 0x[0-9a-fA-F]+, for file |"
+                           rb"\s*-{3,}\s*Thread \d+.{0,80} hangs\s*-{3,}|Thread \d+ \((?:Thread 0x|LWP )|"
+                           rb"\[Switching to thread )", re.M)
+_FH_HDR = re.compile(rb"^(?:(?:Current thread|Thread) 0x[0-9a-fA-F]+ (?:\[[^\]]*\] )?|Stack |Traceback )"
+                     rb"\(most recent call first\):", re.M)
+_FH_FIRST = re.compile(rb"^(?:Fatal Python error|Timeout \(|(?:Current thread|Thread) 0x|Stack \(|Traceback \(most recent call first)")
+_STACK_LINE = re.compile(rb"^(?:\(gdb\) |#\d+ |\s*-{3,}\s*Thread \d+|\s+File \"|\s+from /|Timeout \(|"
+                         rb"(?:Current thread|Thread|Stack|Traceback|Fatal Python error|\[Switching)\b|"
+                         rb"\s+<(?:no Python frame|built-in))", re.M)
 _PYSPY_TEXT = re.compile(rb"^(?:Process \d+: |Thread (?:0x[0-9A-Fa-f]+|\d+) \((?:idle|active|active\+gil|gil)\))", re.M)
 _SMI_TEXT = re.compile(rb"NVIDIA-SMI \d|==============NVSMI LOG|<nvidia_smi_log>|memory\.used \[MiB\]|memory\.used, |"
                        rb"Unable to determine the device handle for GPU|No devices were found|NVIDIA-SMI has failed")
@@ -114,6 +125,15 @@ def sniff_kind(head: bytes, relpath: str) -> str:
             return "host_memory"
     if len(_PYSPY_TEXT.findall(head)) >= 1 and (b"Python v" in head or b"Thread " in head[:200]):
         return "pyspy"
+    if _PYSPY_ERROR.match(stripped) and (b"py_spy::" in head or b"target process" in head
+                                         or stripped.startswith(b"Permission Denied")):
+        return "pyspy"  # py-spy's own error text: parsed into a problem ("py-spy could not dump")
+    gdb_hang = _GDB_HANG_HDR.search(head)
+    if gdb_hang or _FH_HDR.search(head):
+        body = [ln for ln in head.splitlines() if ln.strip()]
+        # stack lines dominate (a dump, not a log); a faulthandler dump inside a log is left to the rank_log parser
+        if len(_STACK_LINE.findall(head)) * 5 >= len(body) * 2 and (gdb_hang or _FH_FIRST.match(body[0])):
+            return "stack_dump"
     if len(_NCCL_LINE.findall(head)) >= max(2, lines // 2):
         return "nccl_log"
     if len(_DMESG_LINE.findall(head)) >= max(1, lines // 2) or "dmesg" in name or name in ("syslog", "kern.log"):

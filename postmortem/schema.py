@@ -14,7 +14,7 @@ TABLE_COLUMNS: dict[str, list[str]] = {
     "tracebacks": ["exc_type", "exc_message", "frames", "last_user_frame", "chained_from", "end_line"],
     "steps": ["step", "total", "epoch", "loss", "lr", "step_time", "phase", "desc"],
     "collectives": ["pg", "seq", "op", "numel_in", "numel_out", "timeout_ms", "elapsed_ms", "state",
-                    "last_enqueued", "last_completed"],
+                    "last_enqueued", "last_completed", "dtype"],
     "stacks": ["pid", "thread", "thread_name", "active", "owns_gil", "frames", "signature", "dump"],
     "gpu": ["gpu_index", "bus_id", "mem_used_mib", "mem_total_mib", "util_pct", "temp_c", "power_w",
             "processes", "ecc_uncorrected", "lost", "snapshot"],

@@ -150,7 +150,8 @@ _RULES: list[tuple[str, int, str | None, str | None, bool]] = [
     # waiting on a lock, an event, a subprocess or sleeping
     ("sleep_lock", 3, r"^(?:threading|queue|subprocess)\.py$|^concurrent/futures/_base\.py$|"
                       r"^multiprocessing/(?:synchronize|managers|popen_\w+)\.py$|^filelock/|^asyncio/locks\.py$",
-     None, False),
+     r"^(?:wait|acquire|_acquire|join|_wait_for_tstate_lock|get|put|result|wait_for|__enter__|communicate|"
+     r"_communicate|_wait|_try_wait|_acquire_restore|as_completed|_poll|poll|_callmethod|lock)$", False),
     ("sleep_lock", 3, None, r"^(?:clock_nanosleep|__clock_nanosleep|nanosleep|__nanosleep|time_sleep|usleep|"
                             r"pthread_cond_(?:timed)?wait|__pthread_cond_(?:timed)?wait|sem_(?:timed|clock)?wait|"
                             r"__new_sem_wait_slow|do_futex_wait|__futex_abstimed_wait_common\d*|futex_wait|"
@@ -194,12 +195,17 @@ def frame_class(frame: dict) -> str | None:
 
 
 def _decide(frames: list[dict]) -> tuple[str, int | None]:
-    best_tier, best_idx, best_cls = 99, None, None
-    for i, fr in enumerate(frames):  # innermost first: the first frame of a better tier wins
+    """(class, index of the deciding frame): the best tier wins; within it the innermost frame, preferring one
+    with a resolved name over `??`/bare addresses."""
+    best_tier, best_idx, best_cls, named = 99, None, None, False
+    for i, fr in enumerate(frames):  # innermost first
         hit = _frame_rule(fr.get("func") or "", fr.get("file") or "", is_native(fr))
-        if hit and hit[1] < best_tier:
-            best_cls, best_tier, best_idx = hit[0], hit[1], i
-            if best_tier == 0:
+        if not hit:
+            continue
+        resolved = not _ADDR_ONLY.match(fr.get("func") or "")
+        if hit[1] < best_tier or (hit[1] == best_tier and resolved and not named):
+            best_cls, best_tier, best_idx, named = hit[0], hit[1], i, resolved
+            if best_tier == 0 and named:
                 break
     if best_cls is None:
         return "unknown", None
@@ -341,6 +347,7 @@ class StackClass:
     category: str                     # classify_frames of the representative
     blocking: dict | None             # blocking_frame of the representative
     user_frame: dict | None           # last_user_frame of the representative
+    odd: bool = False                 # smaller than the largest class: its members are odd ones out
 
     @property
     def size(self) -> int:
@@ -354,7 +361,7 @@ class StackClass:
 
     def to_dict(self) -> dict:
         """Plain dict (for JSON / templates)."""
-        return {"signature": self.signature, "size": self.size, "ranks": rank_ranges(self.members),
+        return {"signature": self.signature, "size": self.size, "odd": self.odd, "ranks": rank_ranges(self.members),
                 "members": list(self.members), "category": self.category, "blocking": _frame_str(self.blocking),
                 "user_frame": _frame_str(self.user_frame)}
 
@@ -566,6 +573,8 @@ def _merge(stacks: list[tuple], threads: str, launchers: list) -> MergedStacks:
     odd: list = []
     if classes:
         top = classes[0].size
+        for c in classes:
+            c.odd = c.size < top
         odd = sorted({m for c in classes if c.size < top for m in c.members}, key=_member_sort_key)
         if threads == "all":  # a rank is odd only when none of its threads is in a largest class
             in_top = {m for c in classes if c.size == top for m in c.members}

@@ -27,6 +27,7 @@ def decide(findings: list[Finding], has_inputs: bool, failure_signals: bool) -> 
     where = f" on rank {', '.join(map(str, root.culprit_ranks))}" if root.culprit_ranks else ""
     at = f" at step {root.step}" if root.step is not None else ""
     phase = f" during {root.phase}" if root.phase and root.phase != "unknown" else ""
-    summary = f"{CATEGORY_WORDS[root.category].capitalize()}{where}{at}{phase}: {root.title}."
+    words = CATEGORY_WORDS[root.category]
+    summary = f"{words[:1].upper() + words[1:]}{where}{at}{phase}: {root.title}."
     return Verdict(root.category, root.phase, root.rule, root.confidence, list(root.culprit_ranks), root.step,
                    summary), ordered

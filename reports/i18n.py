@@ -145,6 +145,8 @@ EN: dict[str, str] = {
     "stacks_more_frames": "{n} outer frames",
     "stacks_more": "{n} more classes not shown.",
     "stacks_kind": "Where",
+    "stacks_main_thread": "main thread",
+    "stacks_least": "Least progressed: {ranks}",
     # collectives
     "coll_intro": "Last collective sequence number each rank reached, per process group; ranks behind the others are highlighted.",
     "coll_empty": "No collective records (watchdog messages or flight-recorder dumps).",
@@ -348,6 +350,8 @@ ZH: dict[str, str] = {
     "stacks_more_frames": "另有 {n} 个外层栈帧",
     "stacks_more": "另有 {n} 个类未显示。",
     "stacks_kind": "位置",
+    "stacks_main_thread": "主线程",
+    "stacks_least": "进度最落后：{ranks}",
     "coll_intro": "每个进程组中各 rank 到达的最后集合通信序号；落后的 rank 会被高亮。",
     "coll_empty": "没有集合通信记录（watchdog 消息或 flight recorder 转储）。",
     "coll_pg": "进程组",

@@ -49,6 +49,16 @@ class StackClass:
     frames: list[str]
     more_frames: list[str] = field(default_factory=list)
     more_label: str = ""
+    hot: int = -1                    # index in `frames` of the frame that decided `kind` (-1: none shown)
+
+
+@dataclass
+class StackSummary:
+    """Classes to show, how many were left out, and the least-progressed ranks when the merger names them."""
+    classes: list[StackClass]
+    hidden: int
+    least: str = ""
+    least_why: str = ""
 
 
 def _frame_text(fr) -> str:
@@ -66,48 +76,53 @@ def _signature(frames) -> str:
                      for f in frames)
 
 
-def _classify(frames) -> str:
-    """A short label of where the stack is (collective, data loading...), via postmortem.stacks when present."""
-    try:
-        from postmortem.stacks import classify_frames
-    except ImportError:
-        return ""
-    try:
-        label = classify_frames(frames)
-    except Exception:  # noqa: BLE001 - a classifier bug must not take the report down
-        return ""
-    if isinstance(label, (list, tuple)):
-        label = ", ".join(str(x) for x in label if x)
-    return "" if label is None else str(label)
+def _members_label(members) -> str:
+    ranks = [m for m in members if isinstance(m, int)]
+    others = sorted(str(m) for m in members if not isinstance(m, int))
+    return ", ".join(x for x in (rank_ranges(ranks), ", ".join(others)) if x)
 
 
-def stack_classes(stacks: pd.DataFrame) -> tuple[list[StackClass], int]:
-    """Equivalence classes of identical stacks per thread name; odd (minority) classes first. Returns (shown, hidden)."""
+def _stack_class(thread: str, members, frames, odd: bool, kind: str, blocking) -> StackClass:
+    frames = frames if isinstance(frames, list) else []
+    texts = [_frame_text(f) for f in frames]
+    hot = next((i for i, f in enumerate(frames) if blocking is not None and f is blocking), -1)
+    if hot < 0 and blocking is not None:
+        hot = next((i for i, f in enumerate(frames) if f == blocking), -1)
+    return StackClass(thread=thread, ranks=_members_label(members), count=len(members), odd=bool(odd),
+                      kind="" if kind in ("", "unknown", None) else str(kind), frames=texts[:MAX_SHOWN_FRAMES],
+                      more_frames=texts[MAX_SHOWN_FRAMES:], hot=hot if hot < MAX_SHOWN_FRAMES else -1)
+
+
+def stack_classes(stacks: pd.DataFrame, main_label: str = "MainThread") -> StackSummary:
+    """Equivalence classes of identical stacks; odd (minority) classes first."""
     if not len(stacks):
-        return [], 0
-    groups = _merged_by_helper(stacks)
-    if groups is None:
-        groups = _merged_locally(stacks)
-    out: list[StackClass] = []
-    by_thread: dict[str, list[dict]] = {}
-    for g in groups:
-        by_thread.setdefault(g["thread"], []).append(g)
-    for thread in sorted(by_thread, key=lambda t: (t != "MainThread", t)):
-        gs = by_thread[thread]
-        biggest = max(len(g["ranks"]) + len(g["others"]) for g in gs)
-        many = len(gs) > 1
-        for g in gs:
-            size = len(g["ranks"]) + len(g["others"])
-            odd = g.get("odd") if g.get("odd") is not None else (many and size < biggest)
-            frames = [_frame_text(f) for f in (g["frames"] or [])]
-            label = rank_ranges(g["ranks"])
-            if g["others"]:
-                label = ", ".join(x for x in (label, ", ".join(sorted(g["others"]))) if x)
-            out.append(StackClass(thread=thread, ranks=label, count=size, odd=bool(odd), kind=_classify(g["frames"]),
-                                  frames=frames[:MAX_SHOWN_FRAMES], more_frames=frames[MAX_SHOWN_FRAMES:]))
-    out.sort(key=lambda c: (not c.odd, c.thread != "MainThread", c.thread, -c.count if not c.odd else c.count,
-                            c.ranks))
-    return out[:MAX_STACK_CLASSES], max(0, len(out) - MAX_STACK_CLASSES)
+        return StackSummary([], 0)
+    summary = _merged_by_helper(stacks, main_label)
+    if summary is None:
+        summary = _merged_locally(stacks)
+    out = summary.classes
+    out.sort(key=lambda c: (not c.odd, c.thread != main_label, c.thread, c.count if c.odd else -c.count, c.ranks))
+    summary.hidden = max(0, len(out) - MAX_STACK_CLASSES)
+    summary.classes = out[:MAX_STACK_CLASSES]
+    return summary
+
+
+def _merged_by_helper(stacks: pd.DataFrame, main_label: str) -> StackSummary | None:
+    """Classes from postmortem.stacks.merge_stacks (main thread of each rank), when that module is present."""
+    try:
+        from postmortem.stacks import merge_stacks
+    except ImportError:
+        return None
+    try:
+        merged = merge_stacks(stacks)
+        odd = set(merged.odd_ones)
+        classes = [_stack_class(main_label, c.members, c.frames, any(m in odd for m in c.members), c.category,
+                                c.blocking) for c in merged.classes if c.members]
+        least = list(getattr(merged, "least_progressed", []) or [])
+        return StackSummary(classes, 0, _members_label(least) if least and len(classes) > 1 else "",
+                            str(getattr(merged, "least_progressed_why", "") or "") if least else "")
+    except Exception:  # noqa: BLE001 - a merger bug must not take the report down; group locally instead
+        return None
 
 
 def _thread_name(row) -> str:
@@ -117,54 +132,29 @@ def _thread_name(row) -> str:
     return str(row.get("thread") or "thread")
 
 
-def _merged_locally(stacks: pd.DataFrame) -> list[dict]:
-    classes: dict[tuple[str, str], dict] = {}
+def _merged_locally(stacks: pd.DataFrame) -> StackSummary:
+    """Fallback grouping: per thread name, rows with equal signatures (or equal frames) form a class."""
+    groups: dict[tuple[str, str], dict] = {}
     for row in stacks.to_dict("records"):
         sig = row.get("signature") if isinstance(row.get("signature"), str) and row.get("signature") else \
             _signature(row.get("frames"))
         key = (_thread_name(row), sig)
-        g = classes.setdefault(key, {"thread": key[0], "ranks": set(), "others": set(), "frames": row.get("frames"),
-                                     "odd": None})
+        g = groups.setdefault(key, {"thread": key[0], "members": set(), "frames": row.get("frames")})
         rank = _int(row.get("rank"))
         if rank is not None:
-            g["ranks"].add(rank)
+            g["members"].add(rank)
         else:
             pid = _int(row.get("pid"))
-            g["others"].add(f"pid {pid}" if pid is not None else str(row.get("source")))
-    return list(classes.values())
-
-
-def _merged_by_helper(stacks: pd.DataFrame) -> list[dict] | None:
-    """Classes from postmortem.stacks.merge_stacks when that module exists and its result has a known shape."""
-    try:
-        from postmortem.stacks import merge_stacks
-    except ImportError:
-        return None
-    try:
-        result = merge_stacks(stacks)
-    except Exception:  # noqa: BLE001 - fall back to local grouping rather than lose the section
-        return None
-    if isinstance(result, pd.DataFrame):
-        result = result.to_dict("records")
-    if isinstance(result, dict):
-        result = result.get("classes", None)
-    if not isinstance(result, (list, tuple)):
-        return None
-    groups = []
-    for item in result:
-        get = item.get if isinstance(item, dict) else (lambda k, d=None, it=item: getattr(it, k, d))
-        ranks = get("ranks")
-        frames = get("frames")
-        if ranks is None or frames is None:
-            return None
-        thread = get("thread_name") or get("thread") or "thread"
-        odd = get("odd")
-        if odd is None:
-            odd = get("is_odd")
-        groups.append({"thread": str(thread), "ranks": {int(r) for r in ranks if _int(r) is not None},
-                       "others": {f"pid {p}" for p in (get("pids") or []) if not ranks}, "frames": frames,
-                       "odd": odd})
-    return groups
+            g["members"].add(f"pid {pid}" if pid is not None else str(row.get("source")))
+    biggest: dict[str, int] = {}
+    count: dict[str, int] = {}
+    for g in groups.values():
+        biggest[g["thread"]] = max(biggest.get(g["thread"], 0), len(g["members"]))
+        count[g["thread"]] = count.get(g["thread"], 0) + 1
+    classes = [_stack_class(g["thread"], sorted(g["members"], key=lambda m: (not isinstance(m, int), str(m).zfill(12))),
+                            g["frames"], count[g["thread"]] > 1 and len(g["members"]) < biggest[g["thread"]], "", None)
+               for g in groups.values()]
+    return StackSummary(classes, 0)
 
 
 # ---------------------------------------------------------------- collectives

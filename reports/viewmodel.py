@@ -167,6 +167,7 @@ class ReportView:
     gpu_note: str
     stack_classes: list
     stacks_more: str
+    stacks_least: str
     coll_rows: list
     coll_more: str
     nccl: object
@@ -246,7 +247,7 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
         evidence_intro=i18n.fmt(t, "evidence_intro", n=context),
         evidence_more=i18n.fmt(t, "evidence_more", n=ev_more) if ev_more else "",
         timeline_fig=None, timeline_rows=[], timeline_axis="", timeline_notes=[], steps_fig=None, steps_rows=[],
-        steps_phase="", gpu_fig=None, gpu_rows=[], gpu_note="", stack_classes=[], stacks_more="", coll_rows=[],
+        steps_phase="", gpu_fig=None, gpu_rows=[], gpu_note="", stack_classes=[], stacks_more="", stacks_least="", coll_rows=[],
         coll_more="", nccl=None, nccl_channels="", findings=findings, gaps=gaps, gaps_script=gaps_script,
         sources=sources, sources_summary=src_summary, sources_more=src_more, fragment=fragment)
     if not fragment:
@@ -411,11 +412,14 @@ def _fill_table_sections(view: ReportView, analysis, t, figures: bool, lang: str
             f = figs_mod.gpu_figure(gm, lang)
             if f is not None:
                 view.gpu_fig = FigureView("gpu_memory", figs_mod.to_data_uri(f), t["fig_gpu_alt"])
-    classes, hidden = sections.stack_classes(tables.stacks)
-    for c in classes:
+    summary = sections.stack_classes(tables.stacks, t["stacks_main_thread"])
+    for c in summary.classes:
         c.more_label = i18n.fmt(t, "stacks_more_frames", n=len(c.more_frames)) if c.more_frames else ""
-    view.stack_classes = classes
-    view.stacks_more = i18n.fmt(t, "stacks_more", n=hidden) if hidden else ""
+    view.stack_classes = summary.classes
+    view.stacks_more = i18n.fmt(t, "stacks_more", n=summary.hidden) if summary.hidden else ""
+    if summary.least:
+        view.stacks_least = i18n.fmt(t, "stacks_least", ranks=summary.least) + (
+            f" ({summary.least_why})" if summary.least_why else "")
     rows, hidden = sections.collective_rows(tables.collectives, t["coll_default_pg"])
     view.coll_rows = rows
     view.coll_more = i18n.fmt(t, "coll_more", n=hidden) if hidden else ""

@@ -2,22 +2,40 @@
 from __future__ import annotations
 
 import os
+import re
 
 FR_BUFFER_ENTRIES = "2000"   # flight-recorder ring size: the last 2000 collectives per rank (a few MB at most)
+FR_RENAMED_IN = (2, 8)       # torch from here reads TORCH_FR_* and warns about each TORCH_NCCL_* alias it finds
+_UNKNOWN = object()
 
 
-def evidence_env(environ: dict[str, str], node_dir: str) -> tuple[dict[str, str], dict[str, str]]:
+def installed_torch_version() -> tuple[int, int] | None:
+    """(major, minor) of the torch installed beside postmortem, from package metadata (torch is never imported)."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        text = version("torch")
+    except (ImportError, PackageNotFoundError, ValueError):
+        return None
+    m = re.match(r"(\d+)\.(\d+)", text or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def evidence_env(environ: dict[str, str], node_dir: str, torch_version=_UNKNOWN) -> tuple[dict[str, str], dict[str, str]]:
     """Return (the job's environment, the variables added); a variable the user set, even to '', is never changed.
 
     Aliases are one setting: when the user set either name of a pair, neither is added (so an explicit
-    TORCH_NCCL_TRACE_BUFFER_SIZE=0 is not overridden by a newer TORCH_FR_BUFFER_SIZE).
+    TORCH_NCCL_TRACE_BUFFER_SIZE=0 is not overridden by a newer TORCH_FR_BUFFER_SIZE). Of a pair only the name the
+    installed torch reads is added (both when torch's version is unknown), since torch warns about the old name.
     """
     env = dict(environ)
     added: dict[str, str] = {}
+    tv = installed_torch_version() if torch_version is _UNKNOWN else torch_version
 
     def add(names: tuple[str, ...], value: str) -> bool:
         if any(n in env for n in names):
             return False
+        if len(names) == 2 and tv is not None:
+            names = names[:1] if tuple(tv) >= FR_RENAMED_IN else names[1:]
         for n in names:
             env[n] = added[n] = value
         return True

@@ -1,7 +1,6 @@
 """Node-level evidence: a low-rate nvidia-smi CSV loop, one-off nvidia-smi snapshots, and the kernel log tail."""
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess

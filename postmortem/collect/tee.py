@@ -58,9 +58,13 @@ class LineStamper:
 class Tee(threading.Thread):
     """Drain one pipe of the job: raw bytes to `terminal`, timestamped lines to `log_path`."""
 
-    def __init__(self, fd: int, terminal: BinaryIO | None, log_path: str, activity: Activity, name: str):
+    def __init__(self, fd: int, terminal: BinaryIO | None, log_path: str, activity: Activity, name: str,
+                 lock: threading.Lock | None = None):
         super().__init__(name=f"postmortem-tee-{name}", daemon=True)
         self.fd, self.terminal, self.log_path, self.activity = fd, terminal, log_path, activity
+        self.stream = name
+        self.lock = lock or threading.Lock()   # shared with the collector's own messages on the same terminal
+        self.terminal_at_line_start = True
         self.stamper = LineStamper()
         self.terminal_error: str | None = None
         self.log_error: str | None = None
@@ -103,8 +107,10 @@ class Tee(threading.Thread):
         if self.terminal is None:
             return
         try:
-            self.terminal.write(chunk)
-            self.terminal.flush()
+            with self.lock:
+                self.terminal.write(chunk)
+                self.terminal.flush()
+                self.terminal_at_line_start = chunk.endswith(b"\n")
         except (OSError, ValueError) as exc:
             # Reader gone (`| head`) or closed: keep draining so the job never blocks on a full pipe.
             self.terminal_error = str(exc)

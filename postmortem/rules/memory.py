@@ -199,3 +199,51 @@ def dataloader_failure_remediation(shm: bool) -> str:
                 "emptyDir with medium: Memory at /dev/shm), or lower num_workers / use file_system sharing strategy.")
     return ("Check host memory (dmesg for the OOM killer), reduce num_workers or per-worker memory, and read the "
             "worker's own traceback for exceptions in the dataset code.")
+
+
+CKPT_STEP = __import__("re").compile(r"checkpoint[-_](\d+)")
+
+
+@rule(id="death-at-periodic-step", title="Job died silently at a periodic sampling/eval step", category="gpu_oom",
+      severity="error",
+      description="No error line survived (logs lost or never written), but the job died at a step where a periodic "
+                  "pass (sampling/eval) starts whose echoed batch size is larger than the training batch: the "
+                  "classic signature of an OOM in that pass. Low confidence by construction; the evidence gaps say "
+                  "what would settle it.",
+      remediation="Re-run with per-rank logs kept (torchrun --log-dir) and nvidia-smi history; meanwhile lower the "
+                  "periodic pass's batch size.",
+      false_positives=("A death at that step for another reason (host OOM, node failure) whose logs were also lost.",))
+def death_at_periodic_step(tables):
+    from postmortem.rules.phase import batch_ratio, config_values, phase_from_periods
+    if len(_python_ooms(tables)):
+        return []
+    tb = facts.root_tracebacks(tables)
+    if len(tb[tb["exc_type"] != "<truncated>"]):
+        return []
+    deaths = facts.ev(tables, ("torchrun_failure", "exit", "killed"))
+    deaths = deaths[deaths["attrs"].map(lambda a: str(a.get("exitcode", a.get("code", "1"))) not in ("0", "-15"))]
+    if deaths.empty:
+        return []
+    cfg = config_values(tables)
+    steps = list(facts.last_step_per_rank(tables).values())
+    for attrs in facts.ev(tables, "checkpoint_save")["attrs"]:
+        m = CKPT_STEP.search(str(attrs.get("path", "")))
+        if m:
+            steps.append(int(m.group(1)))
+    step = max(steps) if steps else None
+    phase, why_period = phase_from_periods(step, cfg)
+    bphase, why_batch = batch_ratio(cfg)
+    if not phase or phase not in ("sample", "eval") or bphase != phase:
+        return []
+    culprit = facts.ranks_of(deaths[deaths["attrs"].map(lambda a: bool(a.get("root", True)))])[:1]
+    return [Finding(rule="death-at-periodic-step", category="gpu_oom", phase=phase, confidence=0.45,
+                    severity="error", title=f"Likely out of memory in the {phase} pass at step {step}",
+                    explanation=(f"No error message survived, but the job died at step {step}: {why_period}, and "
+                                 f"{why_batch}. A periodic pass with a larger per-device batch than training is the "
+                                 "most likely thing to exhaust GPU memory exactly there. This is an inference, not an "
+                                 "observation."),
+                    remediation="Lower the per-device batch of the periodic pass (or run it under no_grad with "
+                                "fewer batches) and keep per-rank logs plus nvidia-smi history to confirm.",
+                    culprit_ranks=culprit, step=step, evidence=facts.evidence_from(deaths, 2) +
+                    facts.evidence_from(facts.ev(tables, "config"), 4), order=(1, float("inf")),
+                    explains=("collective_timeout", "unknown"))]
