@@ -189,7 +189,7 @@ def fuzz_inputs(seeds: dict[str, list[bytes]], kinds: list[str] | None = None, m
     def build(draw):
         kind = draw(st.sampled_from(kinds))
         name = draw(st.sampled_from(NAMES.get(kind, NAMES["unknown"]) + ["rank0.log", "x"]))
-        mode = draw(st.sampled_from(("bytes", "mutate", "mutate", "mutate", "window", "splice")))
+        mode = draw(st.sampled_from(("bytes", "mutate", "mutate", "mutate", "window", "splice") * 4 + ("long",)))
         wrap = draw(st.sampled_from(("plain",) * 8 + ("gzip", "gzip-truncated", "utf16")))
         if mode == "bytes":
             return FuzzInput(kind, name, draw(st.binary(max_size=max_size)), wrap)
@@ -203,6 +203,12 @@ def fuzz_inputs(seeds: dict[str, list[bytes]], kinds: list[str] | None = None, m
             seed = seed[start:start + max_size]
         elif len(seed) > max_size:
             seed = seed[:max_size]
+        if mode == "long":
+            # One line as long as the line cap (or longer): quadratic regexes and per-line copies show up here.
+            piece = mutate(rnd, seed[rnd.randrange(len(seed) or 1):][:2048], 2048).replace(b"\n", b" ") or b"x"
+            target = rnd.choice((20_000, 66_000, 70_000))
+            line = (piece * (target // len(piece) + 1))[:target]
+            return FuzzInput(kind, name, seed[:256] + b"\n" + line + b"\n" + seed[-256:], wrap)
         if mode == "splice":
             other = rnd.choice(every_seed)
             cut = rnd.randint(0, len(seed))

@@ -159,7 +159,8 @@ class _KernelLog:
 
     # ---- OOM killer
     def _oom(self, lineno: int, facts: dict, msg: str) -> bool:
-        m = INVOKED_RE.search(msg)
+        # The phrase test first: INVOKED_RE's lazy `.+?` rescans the line from every start (quadratic on long lines).
+        m = INVOKED_RE.search(msg) if " invoked oom-killer: " in msg else None
         if m:
             args = dict(re.findall(r"(\w+)=([^,\s]+)", m.group("args")))
             self.invoker = {"invoker": m.group("comm").strip()[-64:], "order": args.get("order"),

@@ -94,7 +94,10 @@ class _HostMem:
             self.free_cols = s.split()
             return
         if VMSTAT_HDR_RE.match(line):
-            self.vm_cols = s.split()
+            cols = s.split()
+            if cols and re.match(r"^[A-Z]{2,5}$", cols[-1]):  # vmstat -t names the zone of its timestamp column
+                cols = cols[:-1]
+            self.vm_cols = cols
             return
         if s.startswith("procs "):
             return
@@ -104,6 +107,8 @@ class _HostMem:
         elif s.startswith("-/+ buffers/cache:") and self.snap and self.snap["tool"] == "free":
             vals = s.split(":", 1)[1].split()
             if len(vals) >= 2:
+                # Old procps counts buffers/cache as used on the Mem: line; this line has the real figure.
+                self.snap["attrs"]["used_with_cache_kb"] = self.snap["attrs"].get("used_kb")
                 self.snap["attrs"]["used_kb"] = to_kib(vals[0], self.free_factor)
                 self.snap["attrs"]["available_kb"] = to_kib(vals[1], self.free_factor)
         elif s.startswith("Swap:") and self.snap and self.snap["tool"] == "free":

@@ -318,6 +318,8 @@ def parse_pyspy_text(source: Source) -> ParseResult:
             if len(main) == 1:
                 p["pid"] = int(main[0])
     emit_processes(result, source, procs)
+    if state.threads_total > MAX_ROWS:
+        result.problems.append(f"more than {MAX_ROWS} threads; {state.threads_total - MAX_ROWS} thread stacks not kept")
     for err in state.errors:
         result.problems.append(f"py-spy reported an error: {err}")
     if not any(p["threads"] for p in procs) and not state.errors:

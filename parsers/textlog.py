@@ -4,6 +4,7 @@ from __future__ import annotations
 import regex
 
 from parsers import formats as fmts
+from parsers import prefilter
 from parsers.base import ParseResult, register
 from parsers.prefixes import strip_prefixes
 from parsers.steps import parse_step
@@ -52,6 +53,17 @@ MAX_OPEN_GAP = 60          # lines without a frame after which an open traceback
 MAX_FRAMES = 200           # frames kept per traceback (innermost kept)
 MAX_EVENTS_PER_KIND = 5000  # per source: repeated lines beyond this are counted, not stored
 SCHEME_SAMPLE = 400
+# What the bytes prefilter (parsers/prefilter.py) needs to know about this parser, for files of FAST_MIN_BYTES and
+# more: a line that can yield a row contains a format trigger (parsers.formats) or one of these; the rest is skipped.
+LINE_TRIGGERS = ["Traceback (most recent call last)", 'File "', "During handling of the above exception",
+                 "The above exception was the direct cause", "Error", "Exception", "Exit", "Interrupt", "Failure",
+                 "Timeout", "Fault", "Warning", "GLOBAL_RANK"]
+LINE_TRIGGERS_NOCASE = ["batch", "period", "every", "interval", "steps", "freq", "workers", "epochs", "timeout"]
+# Lines after these are handed over whatever they contain (traceback source lines, torchrun summary fields).
+WINDOW_TRIGGERS = {'File "': 2, "Traceback (most recent call last)": 2, "Root Cause (first observed failure)": 12,
+                   "Failures:": 200}
+STEP_TRIGGERS = ["{'"]
+STEP_TRIGGERS_NOCASE = ["step", "iter", "batch"]
 
 
 def template_of(message: str) -> str:
@@ -281,20 +293,10 @@ def parse_textlog(source: Source) -> ParseResult:
     per_kind: dict[str, int] = {}
     dropped: dict[str, int] = {}
     base_rank = source.rank if source.rank is not None else source.local_rank
-    lines_iter = textio.iter_lines(source.path, stats)
-    head: list[tuple[int, str]] = []
-    for item in lines_iter:
-        head.append(item)
-        if len(head) >= SCHEME_SAMPLE:
-            break
-    scheme = _Scheme([ln for _, ln in head])
-
-    def all_lines():
-        yield from head
-        yield from lines_iter
-
+    scanner, head_texts, items = _line_source(source, stats)
+    scheme = _Scheme(head_texts)
     hostpid_rank: dict[str, int] = {}
-    for lineno, raw in all_lines():
+    for lineno, raw, steps_only in items:
         segments = raw.split("\r") if "\r" in raw else [raw]
         if ".cpp:" in raw or "Traceback (" in raw:
             segments = [piece for seg in segments for piece in GLUE_SPLIT_RE.split(seg)]
@@ -313,6 +315,13 @@ def parse_textlog(source: Source) -> ParseResult:
             if rank is None:
                 rank = base_rank
             ctx = {"rank": rank, "host": info.get("host") or source.host, "ts": _ts(info.get("ts"))}
+            if steps_only:  # a sampled progress/step line from the prefilter: nothing but its step row
+                st = parse_step(message)
+                if st:
+                    st.update({"source": source.source, "line": lineno, "rank": rank, "host": ctx["host"],
+                               "ts": ctx["ts"]})
+                    steps.add(st)
+                continue
             key = rank if rank is not None else info.get("host")
             consumed = tbs.feed(key, lineno, message, ctx)
             summary.feed(lineno, message)
@@ -365,9 +374,44 @@ def parse_textlog(source: Source) -> ParseResult:
         result.problems.append("repetitive lines summarised: " + ", ".join(f"{k} x{v}" for k, v in sorted(dropped.items())))
     if hostpid_rank:
         result.meta["hostpid_rank"] = hostpid_rank
+    if scanner is not None:
+        if any(scanner.nccl_counts.values()):
+            result.meta["nccl_counts"] = {source.source: dict(scanner.nccl_counts)}
+        result.meta["summarised"] = {source.source: dict(scanner.sampled)}
     result.lines, result.bytes = stats.lines, stats.bytes
     result.problems.extend(stats.problems)
     return result
+
+
+def _line_source(source: Source, stats: textio.ReadStats):
+    """(scanner or None, the first lines for prefix schemes, iterator of (line number, text, steps_only)).
+
+    Big UTF-8 files go through the bytes prefilter; small ones (and UTF-16) are read line by line, every line."""
+    if source.bytes >= prefilter.FAST_MIN_BYTES:
+        trig = prefilter.compile_triggers(
+            events=sorted({t for f in fmts.FORMATS for t in f.triggers} | set(LINE_TRIGGERS)),
+            events_nocase=LINE_TRIGGERS_NOCASE, windows=WINDOW_TRIGGERS, steps=STEP_TRIGGERS,
+            steps_nocase=STEP_TRIGGERS_NOCASE, weak_steps_nocase=[])
+        hint = source.bytes * (8 if source.compression else 1)
+        try:
+            scanner = prefilter.LineScanner(source.path, stats, hint, trig)
+        except prefilter.NotStreamable:
+            scanner = None
+        if scanner is not None:
+            return scanner, scanner.head_lines(SCHEME_SAMPLE), iter(scanner)
+    lines_iter = textio.iter_lines(source.path, stats)
+    head: list[tuple[int, str]] = []
+    for item in lines_iter:
+        head.append(item)
+        if len(head) >= SCHEME_SAMPLE:
+            break
+
+    def all_lines():
+        for lineno, raw in head:
+            yield lineno, raw, False
+        for lineno, raw in lines_iter:
+            yield lineno, raw, False
+    return None, [ln for _, ln in head], all_lines()
 
 
 def _ts(text: str | None):

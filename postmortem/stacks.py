@@ -197,19 +197,21 @@ def frame_class(frame: dict) -> str | None:
 def _decide(frames: list[dict]) -> tuple[str, int | None]:
     """(class, index of the deciding frame): the best tier wins; within it the innermost frame, preferring one
     with a resolved name over `??`/bare addresses."""
-    best_tier, best_idx, best_cls, named = 99, None, None, False
+    hits = []
     for i, fr in enumerate(frames):  # innermost first
         hit = _frame_rule(fr.get("func") or "", fr.get("file") or "", is_native(fr))
-        if not hit:
-            continue
-        resolved = not _ADDR_ONLY.match(fr.get("func") or "")
-        if hit[1] < best_tier or (hit[1] == best_tier and resolved and not named):
-            best_cls, best_tier, best_idx, named = hit[0], hit[1], i, resolved
-            if best_tier == 0 and named:
-                break
-    if best_cls is None:
+        if hit:
+            hits.append((hit[1], i, hit[0]))
+    if not hits:
         return "unknown", None
-    return best_cls, best_idx
+    best_tier = min(h[0] for h in hits)
+    tier = [h for h in hits if h[0] == best_tier]
+    cls = tier[0][2]
+    named = [h for h in tier if h[2] == cls and not _ADDR_ONLY.match(frames[h[1]].get("func") or "")]
+    if cls != "compute":  # a Python frame names a wait better than libc's futex frames (CUDA frames say more)
+        py = [h for h in named if not is_native(frames[h[1]])]
+        named = py or named
+    return cls, (named or tier)[0][1]
 
 
 def classify_frames(frames: list[dict]) -> str:
@@ -272,28 +274,27 @@ def is_launcher(frames: list[dict]) -> bool:
 # ---------------------------------------------------------------------------------------------------------------
 # Main-thread selection and merging across ranks
 
-def main_thread_rows(rows: list[dict]) -> list[int]:
-    """Indexes of the main thread of each dump: `MainThread`, else tid == pid, else `<module>` outermost."""
+def main_thread_rows(stacks) -> list[int]:
+    """Positions of the main thread of each dump (a stacks DataFrame or a list of row dicts): the thread named
+    `MainThread`, else the one whose tid is the pid, else the one with `<module>` outermost, else a lone thread."""
+    rows = _rows(stacks)
     by_dump: dict = {}
-    for i, r in enumerate(rows):
-        by_dump.setdefault(r.get("dump") or (r.get("source"), r.get("pid")), []).append(i)
-    out = []
-    for idxs in by_dump.values():
-        out.append(_pick_main(rows, idxs))
+    for i in range(rows.n):
+        by_dump.setdefault(rows.get(i, "dump") or (rows.get(i, "source"), rows.get(i, "pid")), []).append(i)
+    out = [_pick_main(rows, idxs) for idxs in by_dump.values()]
     return sorted(i for i in out if i is not None)
 
 
-def _pick_main(rows: list[dict], idxs: list[int]) -> int | None:
+def _pick_main(rows: "_Rows", idxs: list[int]) -> int | None:
     for i in idxs:
-        if rows[i].get("thread_name") == "MainThread":
+        if rows.get(i, "thread_name") == "MainThread":
             return i
     for i in idxs:
-        pid, tid = rows[i].get("pid"), rows[i].get("thread")
-        if pid is not None and tid is not None and str(tid) == str(_plain(pid)):
+        pid, tid = rows.get(i, "pid"), rows.get(i, "thread")
+        if pid is not None and tid is not None and str(tid) == str(pid):
             return i
     for i in idxs:
-        frames = rows[i].get("frames") or []
-        py = [f for f in frames if not is_native(f)]
+        py = [f for f in rows.get(i, "frames") or [] if not is_native(f)]
         if py and py[-1].get("func") == "<module>":
             return i
     if len(idxs) == 1:
@@ -378,6 +379,7 @@ class MergedStacks:
     members: list = field(default_factory=list)     # every member merged (ranks first, then dump ids)
     launchers: list = field(default_factory=list)   # dump ids of launcher processes left out of the merge
     empty: list = field(default_factory=list)       # members whose selected stack had no frames
+    unranked: list = field(default_factory=list)    # dump ids left out because other dumps have ranks
 
     @property
     def majority(self) -> StackClass | None:
@@ -401,7 +403,8 @@ class MergedStacks:
         return {"threads": self.threads, "members": list(self.members), "classes": [c.to_dict() for c in self.classes],
                 "majority": maj.signature if maj else None, "odd_ones": list(self.odd_ones),
                 "least_progressed": list(self.least_progressed), "least_progressed_why": self.least_progressed_why,
-                "launchers": list(self.launchers), "empty": list(self.empty), "tree": self.tree.to_dict()}
+                "launchers": list(self.launchers), "empty": list(self.empty), "unranked": list(self.unranked),
+                "tree": self.tree.to_dict()}
 
     def render_text(self, max_lines: int = 200) -> str:
         """The prefix tree as indented text, single-child chains kept, each line `[ranks] func (file:line)`."""
@@ -450,15 +453,51 @@ def _member_sort_key(m):
     return (1, str(m)) if not isinstance(m, int) else (0, m)
 
 
-def _records(stacks_df) -> list[dict]:
-    """Rows of the stacks table as plain dicts (only the columns the merge needs)."""
-    cols = ["source", "line", "rank", "ts", "pid", "thread", "thread_name", "frames", "dump"]
-    if hasattr(stacks_df, "columns"):
-        present = [c for c in cols if c in stacks_df.columns]
-        data = {c: stacks_df[c].tolist() for c in present}
-        n = len(stacks_df)
-        return [{c: _plain(data[c][i]) if c != "frames" else data[c][i] for c in present} for i in range(n)]
-    return [dict(r) for r in stacks_df]
+class _Rows:
+    """Column-wise view of stacks rows: no per-row dicts, so 4,096 dumps x many threads merge quickly."""
+
+    COLS = ("source", "line", "rank", "ts", "pid", "thread", "thread_name", "frames", "dump", "signature")
+
+    def __init__(self, cols: dict[str, list], n: int):
+        self.cols, self.n = cols, n
+
+    def get(self, i: int, col: str):
+        c = self.cols.get(col)
+        return c[i] if c is not None else None
+
+    def set(self, i: int, col: str, value) -> None:
+        self.cols.setdefault(col, [None] * self.n)[i] = value
+
+
+def _rows(stacks) -> _Rows:
+    """The columns the merge needs, NA -> None, from a stacks DataFrame or a list of row dicts."""
+    if hasattr(stacks, "columns"):
+        cols = {}
+        for c in _Rows.COLS:
+            if c not in stacks.columns:
+                continue
+            values = stacks[c].tolist()
+            if c in ("rank", "pid", "line"):
+                values = [_int_or_none(v) for v in values]
+            elif c != "frames":
+                values = [None if (v is None or v != v) else v for v in values]  # NaN/NA -> None
+            cols[c] = values
+        return _Rows(cols, len(stacks))
+    rows = list(stacks)
+    cols = {c: [(_int_or_none(r.get(c)) if c in ("rank", "pid", "line") else r.get(c)) for r in rows]
+            for c in _Rows.COLS}
+    return _Rows(cols, len(rows))
+
+
+def _int_or_none(v) -> int | None:
+    if v is None:
+        return None
+    try:
+        if v != v:
+            return None
+        return int(v)
+    except (TypeError, ValueError):
+        return None
 
 
 def _is_mp_child(frames: list[dict]) -> bool:
@@ -472,39 +511,52 @@ def _is_mp_child(frames: list[dict]) -> bool:
     return False
 
 
-def merge_stacks(stacks_df, threads: str = "main") -> MergedStacks:
+def merge_stacks(stacks_df, threads: str = "main", unranked: str = "auto") -> MergedStacks:
     """Merge the stacks of all ranks STAT-style: prefix tree, classes of identical signatures, odd ones out.
 
     threads="main": one stack per rank, the main thread of the rank's own process (not a DataLoader worker or
     other multiprocessing child), from its latest dump. threads="all": every thread of the rank's latest dump
-    of each process; a rank then belongs to as many classes as it has distinct thread stacks. Rows without a
-    rank are merged under their dump id. Launcher processes (torchrun agent) are left out.
+    of each process; a rank then belongs to as many classes as it has distinct thread stacks, and the odd ones
+    out are the ranks whose set of thread stacks differs from the most common set. Launcher processes
+    (torchrun agent) are left out. Dumps without a rank are merged under their dump id; with unranked="auto"
+    they are left out (listed in `.unranked`) as soon as any dump has a rank, since they are then launchers or
+    helpers rather than ranks; unranked="keep" keeps them.
     """
     if threads not in ("main", "all"):
         raise ValueError("threads must be 'main' or 'all'")
-    rows = _records(stacks_df)
+    if unranked not in ("auto", "keep"):
+        raise ValueError("unranked must be 'auto' or 'keep'")
+    rows = _rows(stacks_df)
     by_dump: dict = {}
-    for i, r in enumerate(rows):
-        if r.get("dump") is None:
-            r["dump"] = f"{r.get('source')}:{r.get('pid')}"
-        by_dump.setdefault(r["dump"], []).append(i)
+    for i in range(rows.n):
+        dump = rows.get(i, "dump")
+        if dump is None:
+            dump = f"{rows.get(i, 'source')}:{rows.get(i, 'pid')}"
+        by_dump.setdefault(dump, []).append(i)
 
     launchers: list = []
     candidates: list[tuple] = []   # (member, order key, dump, row indexes, is_child)
+    role_cache: dict = {}
     for dump, idxs in by_dump.items():
         main = _pick_main(rows, idxs)
-        frames_main = rows[main]["frames"] if main is not None else []
-        all_frames = [f for i in idxs for f in (rows[i].get("frames") or [])[-8:]]
-        if is_launcher(all_frames):
+        launcher = child = False
+        for i in ([main] if main is not None else idxs):
+            sig = _row_signature(rows, i)
+            if sig not in role_cache:
+                fr = rows.get(i, "frames") or []
+                role_cache[sig] = (is_launcher(fr[-8:]), _is_mp_child(fr))
+            launcher = launcher or role_cache[sig][0]
+            child = child or role_cache[sig][1]
+        if launcher:
             launchers.append(dump)
             continue
-        ranks = {rows[i].get("rank") for i in idxs if rows[i].get("rank") is not None}
-        member = int(next(iter(ranks))) if len(ranks) == 1 else dump
-        first = rows[idxs[0]]
-        order = (str(first.get("ts") or ""), str(first.get("source") or ""), first.get("line") or 0)
+        ranks = {rows.get(i, "rank") for i in idxs} - {None}
+        member = next(iter(ranks)) if len(ranks) == 1 else dump
+        order = (str(rows.get(idxs[0], "ts") or ""), str(rows.get(idxs[0], "source") or ""),
+                 rows.get(idxs[0], "line") or 0)
         sel = [main] if threads == "main" else idxs
         sel = [i for i in sel if i is not None]
-        candidates.append((member, order, dump, sel, _is_mp_child(frames_main or [])))
+        candidates.append((member, order, dump, sel, child))
 
     # One process per member for threads="main": the rank's own process, latest dump; for "all", latest per pid.
     chosen: dict = {}
@@ -513,57 +565,79 @@ def merge_stacks(stacks_df, threads: str = "main") -> MergedStacks:
             key = member
             rank_key = (not child, order)
         else:
-            pid = rows[sel[0]].get("pid") if sel else None
+            pid = rows.get(sel[0], "pid") if sel else None
             key = (member, pid if pid is not None else dump)
             rank_key = (True, order)
         prev = chosen.get(key)
         if prev is None or rank_key > prev[0]:
             chosen[key] = (rank_key, member, sel)
 
-    stacks: list[tuple] = []   # (member, frames)
+    dropped: list = []
+    if unranked == "auto" and any(isinstance(m, int) for _, m, _ in chosen.values()):
+        dropped = sorted({m for _, m, _ in chosen.values() if not isinstance(m, int)})
+    stacks: list[tuple] = []   # (member, frames, signature)
     for _, member, sel in chosen.values():
+        if dropped and not isinstance(member, int):
+            continue
+        if not sel:
+            stacks.append((member, [], ""))  # no main thread could be told apart: listed as empty
         for i in sel:
-            stacks.append((member, rows[i].get("frames") or []))
-    return _merge(stacks, threads, launchers)
+            stacks.append((member, rows.get(i, "frames") or [], _row_signature(rows, i)))
+    merged = _merge(stacks, threads, launchers)
+    merged.unranked = dropped
+    return merged
+
+
+def _row_signature(rows: _Rows, i: int) -> str:
+    """Row i's signature column (computed by its parser), else computed from its frames."""
+    sig = rows.get(i, "signature")
+    frames = rows.get(i, "frames")
+    if isinstance(sig, str) and (sig or not frames):
+        return sig
+    sig = signature(frames or [])
+    rows.set(i, "signature", sig)
+    return sig
 
 
 def _merge(stacks: list[tuple], threads: str, launchers: list) -> MergedStacks:
     root = StackNode("<root>", "")
-    index: dict[int, dict] = {}   # id(node) -> {key: child}
-    groups: dict[str, list] = {}
+    groups: dict[str, set] = {}
     reps: dict[str, list[dict]] = {}
     empty: list = []
-    members_all: list = []
-    seen_members: set = set()
-    for member, frames in stacks:
-        if member not in seen_members:
-            seen_members.add(member)
-            members_all.append(member)
-        sig_frames = _sig_frames(frames)
-        if not sig_frames:
+    members_all: set = set()
+    for member, frames, sig in stacks:
+        members_all.add(member)
+        if not sig:
             empty.append(member)
             continue
-        sig = ";".join(_sig_key(f) for f in reversed(sig_frames))
-        g = groups.setdefault(sig, [])
-        if member not in g:
-            g.append(member)
-            reps.setdefault(sig, frames)
-            node = root
-            if not root.members or root.members[-1] != member:
-                root.members.append(member)
-            for fr in reversed(sig_frames):
-                key = _sig_key(fr)
-                kids = index.setdefault(id(node), {})
-                child = kids.get(key)
-                if child is None:
-                    child = StackNode(fr.get("func") or "?", short_file(fr.get("file")) if not is_native(fr)
-                                      else (fr.get("file") or ""), fr.get("line"))
-                    kids[key] = child
-                    node.children.append(child)
-                if not child.members or child.members[-1] != member:
-                    child.members.append(member)
-                node = child
-    _dedupe_members(root)
+        g = groups.get(sig)
+        if g is None:
+            groups[sig] = g = set()
+            reps[sig] = frames
+        g.add(member)
+    # the prefix tree is built from the distinct stacks only: cost grows with distinct stacks x depth
+    index: dict[int, dict] = {}   # id(node) -> {frame key: child}
+    node_members: dict[int, set] = {id(root): set()}
+    for sig, members in groups.items():
+        node = root
+        node_members[id(root)].update(members)
+        for fr in reversed(_sig_frames(reps[sig])):
+            key = _sig_key(fr)
+            kids = index.setdefault(id(node), {})
+            child = kids.get(key)
+            if child is None:
+                child = StackNode(fr.get("func") or "?", short_file(fr.get("file")) if not is_native(fr)
+                                  else (fr.get("file") or ""), fr.get("line"))
+                kids[key] = child
+                node.children.append(child)
+                node_members[id(child)] = set()
+            node_members[id(child)].update(members)
+            node = child
+    todo = [root]
+    while todo:
+        n = todo.pop()
+        n.members = sorted(node_members.get(id(n), ()), key=_member_sort_key)
+        todo.extend(n.children)
     classes = []
     for sig, members in groups.items():
         frames = reps[sig]
@@ -571,28 +645,32 @@ def _merge(stacks: list[tuple], threads: str, launchers: list) -> MergedStacks:
                                   blocking_frame(frames), last_user_frame(frames)))
     classes.sort(key=lambda c: (-c.size, _member_sort_key(c.members[0]) if c.members else (2, "")))
     odd: list = []
-    if classes:
+    if classes and threads == "main":
         top = classes[0].size
         for c in classes:
             c.odd = c.size < top
-        odd = sorted({m for c in classes if c.size < top for m in c.members}, key=_member_sort_key)
-        if threads == "all":  # a rank is odd only when none of its threads is in a largest class
-            in_top = {m for c in classes if c.size == top for m in c.members}
-            odd = [m for m in odd if m not in in_top]
+        odd = sorted({m for c in classes if c.odd for m in c.members}, key=_member_sort_key)
+    elif classes:
+        # all threads: a member's profile is its set of thread stacks; odd = members off the commonest profile,
+        # odd classes = stacks that fewer than half of the members have
+        profile: dict = {}
+        for c in classes:
+            for m in c.members:
+                profile.setdefault(m, set()).add(c.signature)
+        counts: dict = {}
+        for m, sigs in profile.items():
+            counts[frozenset(sigs)] = counts.get(frozenset(sigs), 0) + 1
+        ranked = sorted(counts.values(), reverse=True)
+        if len(ranked) > 1 and ranked[0] > ranked[1]:
+            common = max(counts, key=counts.get)
+            odd = sorted((m for m, sigs in profile.items() if frozenset(sigs) != common), key=_member_sort_key)
+        for c in classes:
+            c.odd = c.size * 2 < len(profile)
     least, why = _least_progressed(classes, threads)
-    members_all.sort(key=_member_sort_key)
     return MergedStacks(threads=threads, tree=root, classes=classes, odd_ones=odd, least_progressed=least,
-                        least_progressed_why=why, members=members_all, launchers=sorted(launchers),
+                        least_progressed_why=why, members=sorted(members_all, key=_member_sort_key),
+                        launchers=sorted(launchers),
                         empty=sorted(set(empty) - {m for c in classes for m in c.members}, key=_member_sort_key))
-
-
-def _dedupe_members(node: StackNode) -> None:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if len(n.members) > 1:
-            n.members = sorted(set(n.members), key=_member_sort_key)
-        stack.extend(n.children)
 
 
 _WORK = ("data_loading", "logging", "checkpoint_io", "compute", "unknown", "sleep_lock")

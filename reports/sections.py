@@ -50,6 +50,8 @@ class StackClass:
     more_frames: list[str] = field(default_factory=list)
     more_label: str = ""
     hot: int = -1                    # index in `frames` of the frame that decided `kind` (-1: none shown)
+    least: bool = False              # holds the least-progressed ranks (the merger's pick for a hang)
+    procs: bool = False              # members are processes (dump ids), not ranks
 
 
 @dataclass
@@ -89,6 +91,7 @@ def _stack_class(thread: str, members, frames, odd: bool, kind: str, blocking) -
     if hot < 0 and blocking is not None:
         hot = next((i for i, f in enumerate(frames) if f == blocking), -1)
     return StackClass(thread=thread, ranks=_members_label(members), count=len(members), odd=bool(odd),
+                      procs=not any(isinstance(m, int) for m in members),
                       kind="" if kind in ("", "unknown", None) else str(kind), frames=texts[:MAX_SHOWN_FRAMES],
                       more_frames=texts[MAX_SHOWN_FRAMES:], hot=hot if hot < MAX_SHOWN_FRAMES else -1)
 
@@ -101,7 +104,7 @@ def stack_classes(stacks: pd.DataFrame, main_label: str = "MainThread") -> Stack
     if summary is None:
         summary = _merged_locally(stacks)
     out = summary.classes
-    out.sort(key=lambda c: (not c.odd, c.thread != main_label, c.thread, c.count if c.odd else -c.count, c.ranks))
+    out.sort(key=lambda c: (not (c.odd or c.least), c.thread != main_label, c.thread, c.count if c.odd else -c.count, c.ranks))
     summary.hidden = max(0, len(out) - MAX_STACK_CLASSES)
     summary.classes = out[:MAX_STACK_CLASSES]
     return summary
@@ -116,9 +119,15 @@ def _merged_by_helper(stacks: pd.DataFrame, main_label: str) -> StackSummary | N
     try:
         merged = merge_stacks(stacks)
         odd = set(merged.odd_ones)
-        classes = [_stack_class(main_label, c.members, c.frames, any(m in odd for m in c.members), c.category,
-                                c.blocking) for c in merged.classes if c.members]
         least = list(getattr(merged, "least_progressed", []) or [])
+        classes = []
+        for c in merged.classes:
+            if not c.members:
+                continue
+            sc = _stack_class(main_label, c.members, c.frames, any(m in odd for m in c.members), c.category,
+                              c.blocking)
+            sc.least = len(merged.classes) > 1 and any(m in least for m in c.members)
+            classes.append(sc)
         return StackSummary(classes, 0, _members_label(least) if least and len(classes) > 1 else "",
                             str(getattr(merged, "least_progressed_why", "") or "") if least else "")
     except Exception:  # noqa: BLE001 - a merger bug must not take the report down; group locally instead

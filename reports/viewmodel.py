@@ -17,10 +17,12 @@ SECTION_IDS = ("verdict", "evidence", "timeline", "steps", "gpu", "stacks", "col
                "gaps", "sources")
 FRAGMENT_SECTIONS = ("verdict", "evidence", "findings", "gaps")
 MAX_EVIDENCE = 12           # cited lines of the root finding shown with context
+OPEN_EVIDENCE = 5           # of those, shown unfolded; the rest sit in a <details>
 MAX_OTHER_EVIDENCE = 3      # cited lines per other finding (no context)
 MAX_SOURCES = 5000          # rows in the sources table; files with problems are always listed
 MAX_STEP_ROWS = 40
 MAX_CITED_CHARS = 600
+MAX_LEAD_CHARS = 420        # rule texts longer than this show a lead and fold the rest (keeps the fix on screen)
 
 
 @dataclass
@@ -43,8 +45,19 @@ class VerdictView:
     summary: str = ""
     title: str = ""
     explanation: str = ""
+    explanation_more: str = ""
     remediation: str = ""
+    remediation_more: str = ""
     rule: str = ""
+
+
+def _lead(text: str, limit: int = MAX_LEAD_CHARS) -> tuple[str, str]:
+    """(lead, full): a long text cut at a word boundary for the first screen, and the whole text ('' when short)."""
+    text = text or ""
+    if len(text) <= limit:
+        return text, ""
+    cut = text.rfind(" ", 0, limit)
+    return text[: cut if cut > limit // 2 else limit].rstrip(" ,;:(") + " …", text
 
 
 @dataclass
@@ -153,6 +166,8 @@ class ReportView:
     nav: list[NavItem]
     verdict: VerdictView
     evidence: list[EvidenceItem]
+    evidence_folded: list[EvidenceItem]
+    evidence_folded_label: str
     evidence_intro: str
     evidence_more: str
     timeline_fig: FigureView | None
@@ -243,7 +258,10 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
         lang=lang, t=t, input=str(analysis.input), world="?" if ws is None else str(ws),
         world_note=t["world_inferred"] if meta.get("world_size_inferred") and ws is not None else "",
         ranks_seen=rank_ranges(seen) or t["none"], n_files=len(tables.sources), generated=_generated(generated_at),
-        version=_version(), nav=[], verdict=verdict, evidence=evidence,
+        version=_version(), nav=[], verdict=verdict, evidence=evidence[:OPEN_EVIDENCE],
+        evidence_folded=evidence[OPEN_EVIDENCE:],
+        evidence_folded_label=i18n.fmt(t, "evidence_folded", n=len(evidence) - OPEN_EVIDENCE)
+        if len(evidence) > OPEN_EVIDENCE else "",
         evidence_intro=i18n.fmt(t, "evidence_intro", n=context),
         evidence_more=i18n.fmt(t, "evidence_more", n=ev_more) if ev_more else "",
         timeline_fig=None, timeline_rows=[], timeline_axis="", timeline_notes=[], steps_fig=None, steps_rows=[],
@@ -280,15 +298,18 @@ def _verdict(analysis, t) -> VerdictView:
         where.append(i18n.fmt(t, "headline_during", phase=i18n.phase_words(t, v.phase)))
     affected = list(root.affected_ranks) if root else []
     pct = int(round(v.confidence * 100))
-    return VerdictView(
+    out = VerdictView(
         present=True, category=v.category, words=i18n.category_words(t, v.category), where=t["list_sep"].join(where),
         tone="ok" if v.category == "no_failure" else "unknown" if v.category == "unknown" else "fail",
         culprits=rank_ranges(v.culprit_ranks) or t["no_rank_stands_out"],
         affected=rank_ranges(affected) or t["none"], step=t["none"] if v.step is None else str(v.step),
         phase=i18n.phase_words(t, v.phase) or t["none"], confidence=f"{v.confidence:.2f}", pct=pct, level=level,
         level_text=t[f"conf_{level}"], meter_label=i18n.fmt(t, "conf_meter_label", pct=pct), summary=v.summary,
-        title=root.title if root else "", explanation=root.explanation if root else "",
-        remediation=root.remediation if root else "", rule=v.rule or "")
+        title=root.title if root else "", rule=v.rule or "")
+    if root:
+        out.explanation, out.explanation_more = _lead(root.explanation)
+        out.remediation, out.remediation_more = _lead(root.remediation)
+    return out
 
 
 def _cited(text: str) -> str:
@@ -414,6 +435,7 @@ def _fill_table_sections(view: ReportView, analysis, t, figures: bool, lang: str
                 view.gpu_fig = FigureView("gpu_memory", figs_mod.to_data_uri(f), t["fig_gpu_alt"])
     summary = sections.stack_classes(tables.stacks, t["stacks_main_thread"])
     for c in summary.classes:
+        c.kind = t.get(f"stk_{c.kind}", c.kind) if c.kind else ""
         c.more_label = i18n.fmt(t, "stacks_more_frames", n=len(c.more_frames)) if c.more_frames else ""
     view.stack_classes = summary.classes
     view.stacks_more = i18n.fmt(t, "stacks_more", n=summary.hidden) if summary.hidden else ""

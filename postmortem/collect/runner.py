@@ -320,7 +320,8 @@ def exit_like(rc: int) -> int:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-        signal.signal(sig, signal.SIG_DFL)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those cannot be caught, so need no reset
+            signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
         time.sleep(1.0)  # delivery is asynchronous for some signals
     except (OSError, ValueError):

@@ -1,8 +1,10 @@
 """Node-level evidence: a low-rate nvidia-smi CSV loop, one-off nvidia-smi snapshots, and the kernel log tail."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import subprocess
 from datetime import datetime, timezone
 
@@ -42,14 +44,21 @@ class SmiLoop:
         if self.proc is None:
             return
         if self.proc.poll() is None:
-            self.proc.terminate()
+            _signal_group(self.proc.pid, signal.SIGTERM)  # its own session: wrappers around nvidia-smi go too
             try:
                 self.proc.wait(2)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                _signal_group(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         elif self.proc.returncode not in (0, None):
             self.error = f"nvidia-smi exited with {self.proc.returncode}"
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def smi_snapshot(path: str, exe: str | None = None, timeout: float = 20.0) -> str | None:

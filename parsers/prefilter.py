@@ -1,0 +1,429 @@
+"""Bytes-level prefilter for big text logs: read a file once in chunks and hand the line parser only the lines that
+can yield a row; progress bars and step lines become a bounded sample, NCCL INFO topology lines become counts.
+
+How a line is judged without running the parser's regex cascade on it: its *shape key* is the line with digits,
+blanks and progress-bar glyphs deleted (`bytes.translate`, C speed). Lines of one shape share a key (every tqdm
+redraw of a bar, every `Channel 03/0 : 5[5] -> 6[6] via P2P/IPC/read`), so the key is classified once and the
+verdict memoised. Deleting bytes maps an occurrence of a trigger inside the line to an occurrence of the equally
+normalised trigger inside the key, so a line that contains a trigger is never skipped.
+
+Policy for a file read this way (files below FAST_MIN_BYTES are read exhaustively by the caller instead):
+- a line with an event trigger is handed over whole; a long `\\r`-joined line only with its trigger segments
+  (a run of equal-shape segments, e.g. the redraws of one sampling bar, as its first and last segment);
+- progress-bar lines and step lines (HF log dicts, `step N | loss`, Megatron iterations) are sampled at a byte
+  stride (about MAX_SAMPLES per file), plus the last one of each output stream before every handed-over line and at
+  the end of the file, so the step of death and each rank's last step are exact;
+- NCCL INFO lines are counted by kind (channel, ring, trees, other) except the ones that carry facts
+  (communicator init, version, network, error trails), which are handed over;
+- traceback frames and torchrun summary blocks open a window of following lines handed over unconditionally.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+from postmortem import textio
+
+FAST_MIN_BYTES = 256 * 1024   # smaller files: the caller reads every line (nothing sampled or counted)
+CHUNK = 1 << 20
+LONG_LINE = 8 << 20           # a physical line is processed in pieces of at most this size
+KEY_MEMO_MAX = 4096           # keys longer than this are not memoised
+MEMO_CAP = 200_000            # memo entries per process before it is cleared
+MAX_SAMPLES = 64              # sampled progress / step lines per file (plus the exact last ones)
+MIN_STRIDE = 8 * 1024
+SEGMENT_LEVEL = 8             # an event line with more `\r` segments than this is handed over segment by segment
+
+F_EVENT, F_BAR, F_STEP, F_WEAK = 1, 2, 4, 8
+F_NCCL_CHANNEL, F_NCCL_RING, F_NCCL_TREES, F_NCCL_OTHER = 16, 32, 64, 128
+F_NCCL = F_NCCL_CHANNEL | F_NCCL_RING | F_NCCL_TREES | F_NCCL_OTHER
+F_WINDOW = 256
+NCCL_KINDS = ((F_NCCL_CHANNEL, "channel"), (F_NCCL_RING, "ring"), (F_NCCL_TREES, "trees"), (F_NCCL_OTHER, "other"))
+
+# Bytes that vary between lines of one shape: digits, blanks, tqdm's ascii and unicode bar glyphs (U+2588-U+258F).
+DELETE = b"0123456789 \t#" + bytes([0xE2, 0x96]) + bytes(range(0x88, 0x90))
+ANSI_BYTES_RE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\n]*\x07|\x1b[()][AB012]")
+# NCCL INFO lines that state facts the tables need (rank map, world size, version, transport, error trails).
+NCCL_FACTS = ["Init COMPLETE", "Init START", "nRanks", "NCCL version", "Using network", " : Using "]
+NCCL_TRAIL_KEY_RE = re.compile(rb"NCCLINFO[\w/-]+\.(?:cc|cu|cpp|c|h):->")
+
+
+def normalise(text: str | bytes) -> bytes:
+    """The shape key of a line or trigger (digits, blanks and bar glyphs removed)."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    return data.translate(None, DELETE)
+
+
+def trie_pattern(words: list[bytes]) -> bytes:
+    """An alternation of literal byte strings as a prefix tree, which Python's regex engine scans far faster."""
+    trie: dict = {}
+    for w in words:
+        node = trie
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[None] = True
+
+    def emit(node: dict) -> bytes:
+        alts = [re.escape(bytes([ch])) + emit(sub) for ch, sub in sorted((k, v) for k, v in node.items() if k is not None)]
+        if not alts:
+            return b""
+        if None in node:  # a trigger ends here; anything longer only repeats the match
+            return b""
+        return alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"
+    return emit(trie)
+
+
+class Triggers:
+    """The compiled classification of shape keys for one set of triggers (built once per process)."""
+
+    def __init__(self, events: list[str], events_nocase: list[str], windows: dict[str, int], steps: list[str],
+                 steps_nocase: list[str], weak_steps_nocase: list[str]):
+        lits = {normalise(t) for t in list(events) + NCCL_FACTS + list(windows)}
+        lits.discard(b"")
+        self.event_re = re.compile(trie_pattern(sorted(lits)))
+        self.event_nocase_re = re.compile("|".join(re.escape(t) for t in events_nocase).encode(), re.I) \
+            if events_nocase else None
+        self.windows = [(normalise(k), n) for k, n in windows.items()]
+        self.step_re = re.compile(b"|".join([re.escape(normalise(s)) for s in steps] +
+                                            [b"(?i:" + re.escape(normalise(s)) + b")" for s in steps_nocase]))
+        self.weak_re = re.compile("|".join(re.escape(t) for t in weak_steps_nocase).encode(), re.I) \
+            if weak_steps_nocase else None
+        self.memo: dict[bytes, int] = {}
+        self.window_len: dict[bytes, int] = {}
+        self.pattern_text = sorted({t for t in list(events) + NCCL_FACTS + list(windows)})
+
+    def classify(self, key: bytes) -> int:
+        """Flags of one segment's shape key (no `\\r` inside)."""
+        f = 0
+        if self.event_re.search(key) or (self.event_nocase_re is not None and self.event_nocase_re.search(key)) \
+                or NCCL_TRAIL_KEY_RE.search(key):
+            f |= F_EVENT
+            win = max((n for w, n in self.windows if w in key), default=0)
+            if win:
+                f |= F_WINDOW
+                self.window_len[key] = win
+        if b"%|" in key:
+            f |= F_BAR
+        if self.step_re.search(key):
+            f |= F_STEP
+        elif self.weak_re is not None and self.weak_re.search(key):
+            f |= F_WEAK
+        i = key.find(b"NCCLINFO")
+        if i < 0:
+            i = key.find(b"NCCLTRACE")
+            if i < 0:
+                i = key.find(b"NCCLCALL")
+        if i >= 0 and not f & F_EVENT:
+            rest = key[i + 8:]
+            f |= (F_NCCL_CHANNEL if rest.startswith(b"Channel") else F_NCCL_RING if rest.startswith(b"Ring")
+                  else F_NCCL_TREES if rest.startswith((b"Trees", b"Tree")) else F_NCCL_OTHER)
+        return f
+
+    def flags(self, key: bytes) -> int:
+        """Flags of a line's key, `\\r` segments combined; memoised for short keys."""
+        f = self.memo.get(key)
+        if f is not None:
+            return f
+        if b"\r" in key:
+            f = 0
+            for seg in set(key.split(b"\r")):
+                f |= self.flags(seg)
+        else:
+            f = self.classify(key)
+        if len(key) <= KEY_MEMO_MAX:
+            if len(self.memo) >= MEMO_CAP:
+                self.memo.clear()
+            self.memo[key] = f
+        return f
+
+    def window_of(self, key: bytes) -> int:
+        if b"\r" in key:
+            return max((self.window_of(s) for s in key.split(b"\r")), default=0)
+        if key not in self.window_len:
+            self.classify(key)
+        return self.window_len.get(key, 0)
+
+
+_COMPILED: dict = {}
+
+
+def compile_triggers(**spec) -> Triggers:
+    """Triggers for a spec (cached per process: the memo then serves every file this process reads)."""
+    key = tuple((k, tuple(v.items()) if isinstance(v, dict) else tuple(v)) for k, v in sorted(spec.items()))
+    trig = _COMPILED.get(key)
+    if trig is None:
+        trig = _COMPILED[key] = Triggers(**spec)
+    return trig
+
+
+class NotStreamable(Exception):
+    """The file is not UTF-8 text (UTF-16 etc.): read it with textio.iter_lines instead."""
+
+
+def _stream_id(line: bytes) -> bytes:
+    """The launcher prefix a line starts with (`[default3]:`, `[1,3]<stdout>:`, ` 3: `), b'' when none."""
+    if line[:1] == b"[":
+        i = line.find(b"]:", 0, 48)
+        if i < 0:
+            i = line.find(b">:", 0, 48)
+        return line[: i + 2] if i > 0 else b""
+    i = line.find(b": ", 0, 16)
+    if 0 < i and line[:i].strip().isdigit():
+        return line[: i + 2]
+    return b""
+
+
+def _last_segment_with(line: bytes, needle: bytes, end: int | None = None) -> bytes | None:
+    """The `\\r` segment containing the last occurrence of `needle` (before `end`), with a short line prefix kept."""
+    pos = line.rfind(needle, 0, len(line) if end is None else end)
+    if pos < 0:
+        return None
+    lo = line.rfind(b"\r", 0, pos) + 1
+    hi = line.find(b"\r", pos)
+    seg = line[lo:] if hi < 0 else line[lo:hi]
+    if lo > 0:
+        first = line.find(b"\r")
+        if 0 < first <= 48 and b"%|" not in line[:first]:
+            seg = line[:first] + seg  # an srun/pdsh label printed once before the bar redraws
+    return seg
+
+
+class LineScanner:
+    """Iterate the interesting lines of one file: (line number, text, steps_only)."""
+
+    def __init__(self, path: str, stats: textio.ReadStats, size_hint: int, triggers: Triggers):
+        self.stats, self.trig = stats, triggers
+        self.fh = textio.open_binary(path, stats)
+        enc = textio.sniff_encoding(self.fh.peek(4096)[:4096])
+        if enc not in ("utf-8", "utf-8-sig"):
+            self.fh.close()
+            raise NotStreamable(enc)
+        self.stride = max(MIN_STRIDE, size_hint // MAX_SAMPLES)
+        self.nccl_counts = {name: 0 for _, name in NCCL_KINDS}
+        self.sampled = {"progress_lines": 0, "step_lines": 0}
+        self._pushback = b""
+        self._started = False
+
+    def _read(self) -> bytes:
+        if self._pushback:
+            block, self._pushback = self._pushback, b""
+            return block
+        block = self.fh.read(CHUNK)
+        if not self._started:
+            self._started = True
+            if block.startswith(b"\xef\xbb\xbf"):
+                block = block[3:]
+        return block
+
+    def head_lines(self, n: int) -> list[str]:
+        """The first n lines (cleaned, decoded) without consuming them: for file-level prefix schemes."""
+        if not self._pushback:
+            self._pushback = self._read()
+        return [textio.clean(_decode(ln)) for ln in self._pushback.split(b"\n", n)[:n]]
+
+    def close(self) -> None:
+        self.fh.close()
+
+    def _pieces(self) -> Iterator[tuple[bytes, bool]]:
+        """Cleaned runs of whole lines; the flag says the run's last line goes on in the next run."""
+        carry = b""
+        while True:
+            block = self._read()
+            if not block:
+                if carry:
+                    yield carry, False
+                return
+            buf = carry + block if carry else block
+            cut = buf.rfind(b"\n")
+            if cut >= 0:
+                data, carry, cont = buf[:cut], buf[cut + 1:], False
+            elif len(buf) < LONG_LINE:
+                carry = buf
+                continue
+            else:
+                cr = buf.rfind(b"\r")
+                if cr > 0:  # a very long progress line: cut between two redraws and go on with the same line
+                    data, carry, cont = buf[:cr], buf[cr:], True
+                else:       # no break at all: keep the first LONG_LINE bytes, skip to the next newline
+                    data, carry, cont = buf[:LONG_LINE], b"", False
+                    self.stats.truncated_lines += 1
+                    self._skip_rest_of_line()
+            if b"\x00" in data:
+                data = data.replace(b"\x00", b"")
+            if b"\x1b" in data:
+                data = ANSI_BYTES_RE.sub(b"", data)
+            yield data, cont
+
+    def _skip_rest_of_line(self) -> None:
+        while True:
+            block = self._read()
+            if not block:
+                return
+            i = block.find(b"\n")
+            if i >= 0:
+                self._pushback = block[i + 1:]
+                return
+
+    def __iter__(self) -> Iterator[tuple[int, str, bool]]:
+        trig = self.trig
+        memo_get = trig.memo.get
+        flags_of = trig.flags
+        stride = self.stride
+        pending_bar: dict[bytes, tuple] = {}
+        pending_step: dict[bytes, tuple] = {}
+        bar_seen = step_seen = 0
+        next_bar = next_step = 0
+        window_end = 0
+        lineno = 0
+        counts = [0, 0, 0, 0]
+        cont = False
+        progress = steps_n = 0
+        for data, cont_next in self._pieces():
+            lines = data.split(b"\n")
+            for idx, line in enumerate(lines):
+                if not (cont and idx == 0):
+                    lineno += 1
+                if lineno <= window_end:
+                    yield lineno, _text(line), False
+                    continue
+                key = line.translate(None, DELETE)
+                f = memo_get(key)
+                if f is None:
+                    f = flags_of(key)
+                if not f:
+                    continue
+                if f & F_EVENT:
+                    sid = _stream_id(line)
+                    due = [pending_bar.pop(sid)] if sid in pending_bar else []
+                    if sid in pending_step:
+                        due.append(pending_step.pop(sid))
+                    for ln, lazy in sorted(due, key=lambda t: t[0]):
+                        yield ln, lazy.text(), True
+                    if f & F_WINDOW:
+                        window_end = max(window_end, lineno + trig.window_of(key))
+                    if b"\r" in line and (len(line) > KEY_MEMO_MAX or line.count(b"\r") > SEGMENT_LEVEL):
+                        yield from self._segments(lineno, line)
+                    else:
+                        yield lineno, _text(line), False
+                    continue
+                if f & F_NCCL:
+                    for i, (bit, _) in enumerate(NCCL_KINDS):
+                        if f & bit:
+                            counts[i] += 1
+                if f & F_BAR:
+                    sid = _stream_id(line)
+                    progress += 1
+                    before = bar_seen
+                    bar_seen += len(line)
+                    if bar_seen > next_bar:
+                        # one sample per stride mark crossed inside this line (an epoch can be one physical line)
+                        taken = 0
+                        while next_bar < bar_seen and taken < MAX_SAMPLES:
+                            seg = _last_segment_with(line, b"%|", max(2, next_bar - before + 2))
+                            if seg is None:
+                                seg = _last_segment_with(line, b"%|")
+                            if seg is not None:
+                                yield lineno, _text(seg), True
+                                taken += 1
+                            next_bar += stride
+                        next_bar = max(next_bar, bar_seen)
+                    pending_bar[sid] = (lineno, _Lazy(line, b"%|"))
+                if f & F_STEP:
+                    sid = _stream_id(line)
+                    steps_n += 1
+                    step_seen += len(line)
+                    lazy = _Lazy(line, None, self)
+                    if step_seen > next_step:
+                        next_step = step_seen + stride
+                        text = lazy.text()
+                        if text is not None:
+                            yield lineno, text, True
+                        pending_step.pop(sid, None)
+                    else:
+                        pending_step[sid] = (lineno, lazy)
+            cont = cont_next
+        rest = sorted(list(pending_bar.values()) + list(pending_step.values()), key=lambda t: t[0])
+        for ln, lazy in rest:
+            text = lazy.text()
+            if text is not None:
+                yield ln, text, True
+        self.stats.lines = lineno
+        if self.stats.truncated_lines:
+            self.stats.problems.append(f"{self.stats.truncated_lines} line(s) longer than {LONG_LINE} bytes "
+                                       f"without a line break truncated")
+        for i, (_, name) in enumerate(NCCL_KINDS):
+            self.nccl_counts[name] = counts[i]
+        self.sampled = {"progress_lines": progress, "step_lines": steps_n}
+        self.close()
+
+    # -- helpers that run only for the few lines handed over
+    def _segments(self, lineno: int, line: bytes) -> Iterator[tuple[int, str, bool]]:
+        """An event line of many `\\r` segments: its trigger segments (runs of one shape: first and last)."""
+        flags_of = self.trig.flags
+        prev_key = None
+        run_last = None
+        last_bar = None
+        for seg in line.split(b"\r"):
+            if not seg.strip():
+                continue
+            k = seg.translate(None, DELETE)
+            f = flags_of(k)
+            if f & F_EVENT:
+                if k == prev_key:
+                    run_last = seg
+                    continue
+                if run_last is not None:
+                    yield lineno, _text(run_last), False
+                    run_last = None
+                if last_bar is not None:
+                    yield lineno, _text(last_bar), True
+                    last_bar = None
+                prev_key = k
+                yield lineno, _text(seg), False
+            else:
+                if run_last is not None:
+                    yield lineno, _text(run_last), False
+                    run_last = None
+                prev_key = None
+                if f & (F_BAR | F_STEP):
+                    last_bar = seg
+        if run_last is not None:
+            yield lineno, _text(run_last), False
+        if last_bar is not None:
+            yield lineno, _text(last_bar), True
+
+    def step_segment(self, line: bytes) -> bytes | None:
+        """The last `\\r` segment of a line that is a step line and not a progress bar."""
+        if b"\r" not in line:
+            return line
+        step_re = self.trig.step_re
+        for seg in reversed(line.split(b"\r")):
+            if b"%|" not in seg and step_re.search(seg.translate(None, DELETE)):
+                return seg
+        return None
+
+
+class _Lazy:
+    """A pending sample: the segment is cut out of its line only if it is ever emitted."""
+    __slots__ = ("line", "needle", "scanner")
+
+    def __init__(self, line: bytes, needle: bytes | None, scanner: LineScanner | None = None):
+        self.line, self.needle, self.scanner = line, needle, scanner
+
+    def text(self) -> str | None:
+        if self.needle is not None:
+            seg = _last_segment_with(self.line, self.needle)
+        else:
+            seg = self.scanner.step_segment(self.line)
+        return None if seg is None else _text(seg)
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
+
+
+def _text(data: bytes) -> str:
+    """Bytes of one line or segment -> the text the line parser gets (bounded like textio.iter_lines)."""
+    text = _decode(data[: textio.MAX_LINE_CHARS * 4])
+    if len(text) > textio.MAX_LINE_CHARS:
+        text = text[: textio.MAX_LINE_CHARS] + textio.TRUNCATION_MARK
+    return text.rstrip("\r") if text.endswith("\r") else text

@@ -1,0 +1,399 @@
+"""The HTML report: section order, escaping, determinism, languages, notebook fragment, scale, and each section's data.
+
+Most tests render a hand-built Analysis (every table filled) so they do not depend on parsers or rules; the CLI and
+512-rank tests go through the real pipeline.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import pandas as pd
+import pytest
+
+import postmortem
+from postmortem import schema
+from postmortem.api import Analysis
+from postmortem.discover import Source
+from postmortem.findings import Evidence, Finding, Verdict
+from postmortem.tables import Tables
+from reports import evidence as evidence_mod
+from reports import i18n
+from reports.figures import make_figures, to_data_uri
+from reports.render import render_html
+from reports.sections import rank_ranges
+from reports.viewmodel import SECTION_IDS, build_view
+
+XSS = "<script>alert(1)</script>"
+TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reports", "templates")
+
+
+def _tables(meta: dict, **rows) -> Tables:
+    return Tables({n: schema.frame_from_rows(n, rows.get(n, [])) for n in schema.TABLE_NAMES}, meta)
+
+
+def synthetic(world: int = 8, culprit: int = 3, timed: bool = True, log_dir: str | None = None) -> Analysis:
+    """A job where `culprit` ran out of memory at step 40 and every other rank timed out in ALLREDUCE seq 812."""
+    base = pd.Timestamp("2026-03-01 10:00:00", tz="UTC")
+
+    def ts(s):
+        return base + pd.Timedelta(seconds=s) if timed else None
+    ev, steps, coll, stacks, gpu, nccl, src, sources = [], [], [], [], [], [], [], []
+    for r in range(world):
+        name = f"rank{r}.log"
+        src.append({"source": name, "kind": "rank_log", "rank": r, "bytes": 1000, "lines": 60, "parsed_ok": True})
+        if log_dir:
+            sources.append(Source(path=os.path.join(log_dir, name), source=name, kind="rank_log", rank=r))
+        for s in range(0, (40 if r == culprit else 50) + 1, 5):
+            steps.append({"source": name, "line": s + 1, "rank": r, "ts": ts(s * 10), "step": s, "phase": "train"})
+        if r == culprit:
+            ev.append({"source": name, "line": 45, "rank": r, "ts": ts(420), "kind": "oom", "level": "E",
+                       "message": f"torch.OutOfMemoryError: CUDA out of memory. {XSS}", "template": "oom",
+                       "attrs": {}})
+            frames = [{"func": "load_batch", "file": "train.py", "line": 12},
+                      {"func": "main", "file": "train.py", "line": 40}]
+        else:
+            ev.append({"source": name, "line": 60, "rank": r, "ts": ts(2300), "kind": "watchdog_timeout",
+                       "level": "E", "message": f"[Rank {r}] Watchdog caught collective operation timeout",
+                       "template": "[Rank <N>] Watchdog caught collective operation timeout", "attrs": {}})
+            frames = [{"func": "all_reduce", "file": "torch/distributed/distributed_c10d.py", "line": 2000 + i}
+                      for i in range(15)]
+        stacks.append({"source": f"pyspy_{r}.txt", "line": 1, "rank": r, "pid": 100 + r, "thread": str(100 + r),
+                       "thread_name": "MainThread", "frames": frames, "active": False})
+        coll.append({"source": name, "line": 60, "rank": r, "ts": ts(2300), "pg": "0",
+                     "seq": 811 if r == culprit else 812, "op": "ALLREDUCE",
+                     "state": "completed" if r == culprit else "timeout"})
+        nccl.append({"source": "nccl.log", "line": r + 1, "rank": r, "host": "node1", "level": "INFO",
+                     "nranks": world, "comm_id": "0xabc", "cuda_dev": r % 8, "version": "2.21.5",
+                     "message": f"Channel 00/02 : {r}[{r}] -> {(r + 1) % world}[{(r + 1) % world}] via P2P/IPC"})
+    nccl.append({"source": "nccl.log", "line": 99, "rank": 1, "host": "node1", "level": "WARN",
+                 "message": "NET/IB : Got completion from peer with error 12"})
+    for snap in range(6):
+        for g in range(2):
+            gpu.append({"source": "smi.csv", "line": snap * 2 + g + 1, "ts": ts(snap * 80), "gpu_index": g,
+                        "mem_used_mib": 30000 if g == 0 else 20000 + snap * 12000, "mem_total_mib": 81920,
+                        "util_pct": 90, "snapshot": snap, "host": "node1"})
+    src.append({"source": "smi.csv", "kind": "nvidia_smi", "bytes": 300, "lines": 13, "parsed_ok": True})
+    src.append({"source": "blob.bin", "kind": "binary", "bytes": 30, "lines": 0, "parsed_ok": False,
+                "problem": f"binary file {XSS} not parsed"})
+    tables = _tables({"world_size": world, "world_size_inferred": False, "ranks_seen": list(range(world))},
+                     events=ev, steps=steps, collectives=coll, stacks=stacks, gpu=gpu, nccl=nccl, sources=src)
+    root = Finding(rule="oom-in-train", category="gpu_oom", confidence=0.86, title=f"CUDA OOM on rank {culprit}",
+                   explanation=f"Rank {culprit} ran out of memory at step 40.", remediation="Lower the batch size.",
+                   phase="train", culprit_ranks=[culprit], affected_ranks=range(world), step=40,
+                   evidence=[Evidence(f"rank{culprit}.log", 45, culprit, f"torch.OutOfMemoryError: {XSS}")])
+    cascade = Finding(rule="bare-collective-timeout", category="collective_timeout", confidence=0.35,
+                      title="A collective timed out", explanation="Ranks waited.", remediation="Collect stacks.",
+                      cascade_of="oom-in-train", affected_ranks=[0, 1])
+    verdict = Verdict("gpu_oom", "train", "oom-in-train", 0.86, [culprit], 40,
+                      f"GPU out of memory on rank {culprit} at step 40 during train: CUDA OOM.")
+    gaps = [{"missing": "py-spy dumps", "why": "Stacks show where ranks were.", "how": "py-spy dump --pid $PID"},
+            {"missing": "NCCL debug output", "why": "Names the transport.", "how": "export NCCL_DEBUG=INFO"}]
+    return Analysis(input="job/logs", sources=sources, tables=tables, findings=[root, cascade], verdict=verdict,
+                    evidence_gaps=gaps)
+
+
+def section(html: str, sid: str) -> str:
+    m = re.search(rf'<section id="{sid}".*?</section>', html, re.S)
+    assert m, f"no section {sid}"
+    return m.group(0)
+
+
+@pytest.fixture(scope="module")
+def job():
+    return synthetic()
+
+
+@pytest.fixture(scope="module")
+def html(job):
+    return render_html(job, generated_at="2026-03-02 08:00 UTC")
+
+
+# ---------------------------------------------------------------- structure and safety
+
+def test_sections_come_in_the_issue_order(html):
+    ids = re.findall(r'<section id="([a-z]+)"', html)
+    assert ids == list(SECTION_IDS)
+    assert html.index('id="verdict"') < html.index('<nav class="pm-nav"')
+
+
+def test_verdict_says_what_where_and_the_fix(html):
+    v = section(html, "verdict")
+    assert '<h1 class="pm-headline">GPU out of memory</h1>' in v
+    assert "on rank 3, at step 40, during training" in v
+    assert '<dd class="pm-culprits">3</dd>' in v
+    assert "Lower the batch size." in v
+    assert '<span class="pm-confidence">0.86</span>' in v and "lvl-high" in v
+    assert "0-2, 4-7" in v   # the ranks that waited
+
+
+def test_log_text_is_escaped_everywhere(html):
+    assert XSS not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in section(html, "evidence")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in section(html, "sources")
+    assert html.count("<script") == 1   # the report's own optional script only
+
+
+def test_self_contained_no_network(html):
+    for attr in re.findall(r'\b(?:src|href|action|poster|srcset)="([^"]*)"', html):
+        assert attr.startswith(("#", "data:image/png;base64,")), attr
+    assert "@import" not in html and "url(" not in html
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html).group(1)
+    assert "default-src 'none'" in csp and "img-src data:" in csp
+
+
+def test_script_hash_in_csp_matches_the_script(html):
+    import base64
+    import hashlib
+    script = re.search(r"<script>(.*?)</script>", html, re.S).group(1)
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    assert f"'sha256-{digest}'" in html
+
+
+def test_same_input_same_bytes(job):
+    a = render_html(job, generated_at="2026-03-02 08:00 UTC")
+    b = render_html(job, generated_at="2026-03-02 08:00 UTC")
+    assert a == b
+
+
+def test_the_date_is_the_only_volatile_part(job, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "86400")
+    a = render_html(job)
+    assert '<time id="pm-generated">1970-01-02 00:00 UTC</time>' in a
+    monkeypatch.delenv("SOURCE_DATE_EPOCH")
+    b = render_html(job)
+    strip = re.compile(r'<time id="pm-generated">[^<]*</time>')
+    assert strip.sub("", a) == strip.sub("", b)
+    assert len(strip.findall(a)) == 1
+
+
+def test_empty_sections_say_what_is_missing():
+    job = synthetic()
+    for name in ("gpu", "stacks", "nccl", "collectives"):
+        job.tables.frames[name] = job.tables.frames[name].iloc[0:0]
+    html = render_html(job, generated_at="x")
+    t = i18n.catalogue("en")
+    assert t["gpu_empty"] in section(html, "gpu")
+    assert t["stacks_empty"] in section(html, "stacks")
+    assert t["nccl_empty"] in section(html, "nccl")
+    assert t["coll_empty"] in section(html, "collectives")
+    assert 'href="#gpu" class="is-empty"' in html
+
+
+def test_no_input_renders_a_plain_notice():
+    tables = _tables({"world_size": None, "world_size_inferred": True, "ranks_seen": []})
+    job = Analysis(input="empty/", sources=[], tables=tables, findings=[], verdict=None)
+    html = render_html(job, generated_at="x")
+    assert "No readable input" in section(html, "verdict")
+    assert re.findall(r'<section id="([a-z]+)"', html) == list(SECTION_IDS)
+
+
+def test_unknown_option_is_an_error(job):
+    with pytest.raises(TypeError, match="colour"):
+        render_html(job, colour="red")
+    with pytest.raises(ValueError, match="language"):
+        render_html(job, lang="fr")
+
+
+# ---------------------------------------------------------------- sections
+
+def test_evidence_shows_context_from_the_source_file(tmp_path):
+    lines = [f"line {i} of rank 3" for i in range(1, 61)]
+    lines[44] = f"torch.OutOfMemoryError: CUDA out of memory. {XSS}"
+    (tmp_path / "rank3.log").write_text("\n".join(lines) + "\n")
+    html = render_html(synthetic(log_dir=str(tmp_path)), generated_at="x", context=3)
+    ev = section(html, "evidence")
+    assert [int(n) for n in re.findall(r"<i>(\d+)</i>", ev)] == list(range(42, 49))
+    assert re.search(r'<span class="hit"><i>45</i>torch.OutOfMemoryError: CUDA out of memory. &lt;script', ev)
+    assert '<a class="pm-loc" href="#src-3">rank3.log:45</a>' in ev
+    assert '<tr id="src-3"' in section(html, "sources")
+
+
+def test_evidence_context_reads_only_what_it_needs(tmp_path, monkeypatch):
+    path = tmp_path / "big.log"
+    path.write_text("".join(f"l{i}\n" for i in range(1, 1001)))
+    monkeypatch.setattr(evidence_mod, "MAX_SCAN_LINES", 500)
+    got = evidence_mod.read_context({str(path): {3, 700}, str(tmp_path / "gone.log"): {1}}, radius=1)
+    assert got[(str(path), 3)] == [(2, "l2"), (3, "l3"), (4, "l4")]
+    assert got[(str(path), 700)] == "too_far"
+    assert got[(str(tmp_path / "gone.log"), 1)] == "not_readable"
+
+
+def test_missing_source_file_gives_a_note_not_an_error(html):
+    assert "context not shown: the file could not be read again" in section(html, "evidence")
+
+
+def test_timeline_has_a_lane_per_rank_for_small_jobs(html):
+    tl = section(html, "timeline")
+    assert tl.count("<tr class=\"role-") == 8
+    assert 'class="role-culprit is-hot"><td>3</td>' in tl
+    assert "data:image/png;base64," in tl
+    assert "UTC timestamps" in tl
+
+
+def test_timeline_groups_identical_ranks_at_1024():
+    html = render_html(synthetic(world=1024, culprit=700), generated_at="x")
+    tl = section(html, "timeline")
+    assert tl.count("<tr class=\"role-") == 2
+    assert "<td>0-699, 701-1023</td><td class=\"num\">1023</td>" in tl
+    steps = section(html, "steps")
+    assert "<td>700</td><td class=\"num\">1</td><td class=\"num\">40</td><td class=\"num\">10</td>" in steps
+
+
+def test_untimed_logs_fall_back_to_line_positions():
+    html = render_html(synthetic(timed=False), generated_at="x")
+    tl = section(html, "timeline")
+    assert "no timestamps" in tl and "<td class=\"wrap\">rank3.log:1</td>" in tl
+
+
+def test_steps_list_laggards_first(html):
+    rows = re.findall(r"<tr( class=\"is-warm\")?><td>([^<]*)</td>", section(html, "steps"))
+    assert rows[0] == (' class="is-warm"', "3") and rows[1] == ("", "0-2, 4-7")
+
+
+def test_gpu_memory_marks_the_oom(html):
+    gpu = section(html, "gpu")
+    assert "first out-of-memory error (2026-03-01 10:07:00)" in gpu
+    assert "<td>1</td><td></td><td class=\"num\">80,000</td><td class=\"num\">81,920</td>" in gpu
+
+
+def test_merged_stacks_highlight_the_odd_rank(html):
+    st = section(html, "stacks")
+    odd = re.search(r'<div class="pm-stack odd">.*?</div>', st, re.S).group(0)
+    assert "load_batch (train.py:12)" in odd and "(1)" in odd
+    assert "0-2, 4-7 (7)" in st
+    assert "3 outer frames" in st
+
+
+def test_collectives_show_the_rank_behind(html):
+    co = section(html, "collectives")
+    hot = re.search(r'<tr class="is-hot">.*?</tr>', co).group(0)
+    assert "<td class=\"num\">811</td>" in hot and ">3 <span" in hot
+    assert "<td>0-2, 4-7</td>" in co
+
+
+def test_nccl_summary(html):
+    nc = section(html, "nccl")
+    assert "2.21.5" in nc and "P2P/IPC (8)" in nc and "Got completion from peer with error 12" in nc
+
+
+def test_findings_mark_cascades(html):
+    f = section(html, "findings")
+    assert "cascade of oom-in-train" in f and "A collective timed out" in f
+
+
+def test_gaps_are_copy_pastable(html):
+    g = section(html, "gaps")
+    assert '<pre class="pm-cmd pm-rt">py-spy dump --pid $PID</pre>' in g
+    assert "# py-spy dumps\npy-spy dump --pid $PID\n# NCCL debug output\nexport NCCL_DEBUG=INFO" in g
+
+
+def test_sources_list_every_file_and_its_problem(html):
+    s = section(html, "sources")
+    assert s.count("<tr id=\"src-") == 10
+    assert "10 files, 1 with problems" in s
+
+
+def test_sources_table_is_capped_but_keeps_problems():
+    job = synthetic(world=30)
+    view = build_view(job, generated_at="x", figures=False, max_sources=5)
+    assert len(view.sources) == 6 and view.sources[-1].problem
+    assert "26 more files" in view.sources_more
+
+
+# ---------------------------------------------------------------- language, notebook, figures
+
+def test_chinese_report_uses_the_catalogue():
+    html = render_html(synthetic(), lang="zh", generated_at="x")
+    zh = i18n.catalogue("zh")
+    assert '<html lang="zh-CN">' in html
+    assert f'<h1 class="pm-headline">{zh["cat_gpu_oom"]}</h1>' in html
+    for sid in SECTION_IDS[1:]:
+        assert f"<h2>{zh['sec_' + sid]}</h2>" in section(html, sid)
+    assert "Other findings" not in html and "What to change" not in html
+    assert zh["rule_text_note"] in html   # rule texts stay English, and say so
+
+
+def test_catalogues_have_the_same_keys_and_templates_use_only_known_keys():
+    en, zh = i18n.catalogue("en"), i18n.catalogue("zh")
+    assert set(en) == set(zh)
+    used = set()
+    for name in os.listdir(TEMPLATES):
+        with open(os.path.join(TEMPLATES, name), encoding="utf-8") as fh:
+            used |= set(re.findall(r"\bt\.([a-z_]+)", fh.read()))
+    assert used and used <= set(en), used - set(en)
+    for key, text in en.items():
+        assert set(re.findall(r"{(\w+)}", text)) == set(re.findall(r"{(\w+)}", zh[key])), key
+
+
+def test_templates_hold_no_english_prose():
+    for name in os.listdir(TEMPLATES):
+        if not name.endswith(".html.j2"):
+            continue
+        with open(os.path.join(TEMPLATES, name), encoding="utf-8") as fh:
+            text = re.sub(r"{[{%#].*?[}%#]}|<[^>]+>", " ", fh.read(), flags=re.S)
+        words = [w for w in re.findall(r"[A-Za-z]{3,}", text) if w not in ("NCCL", "WARN")]
+        assert not words, (name, words)
+
+
+def test_notebook_fragment_uses_the_same_templates(job):
+    frag = job._repr_html_()
+    assert frag.startswith('<div class="pm pm-fragment"') and "<html" not in frag and "<script" not in frag
+    assert re.findall(r'<section id="([a-z]+)"', frag) == ["verdict", "evidence", "findings", "gaps"]
+    full = render_html(job, generated_at="x")
+    assert section(frag, "verdict") == section(full, "verdict")
+
+
+def test_make_figures_returns_matplotlib_figures(job):
+    from matplotlib.figure import Figure
+    figs = make_figures(job)
+    assert set(figs) == {"timeline", "steps", "gpu_memory"}
+    assert all(isinstance(f, Figure) for f in figs.values())
+    uri = to_data_uri(figs["timeline"])
+    assert uri.startswith("data:image/png;base64,") and uri == to_data_uri(figs["timeline"])
+
+
+def test_rank_ranges():
+    assert rank_ranges([7, 0, 1, 2, 3, 5]) == "0-3, 5, 7"
+    assert rank_ranges([]) == ""
+
+
+# ---------------------------------------------------------------- through the real pipeline
+
+def _write_tree(root, world: int, culprit: int, steps: int = 20) -> None:
+    for r in range(world):
+        d = root / f"rank_{r}"
+        d.mkdir()
+        lines = [f"[rank{r}]: step {s} loss {2.0 - s * 0.01:.3f}" for s in range(steps if r != culprit else 12)]
+        if r == culprit:
+            lines += ["[rank%d]: Traceback (most recent call last):" % r,
+                      '[rank%d]:   File "train.py", line 40, in <module>' % r,
+                      "[rank%d]:     batch = next(it)" % r,
+                      f"[rank{r}]: ValueError: corrupt sample {XSS}"]
+        else:
+            lines.append(f"[rank{r}]:[E ProcessGroupNCCL.cpp:475] [Rank {r}] Watchdog caught collective operation "
+                         "timeout: WorkNCCL(SeqNum=41, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+                         "ran for 600123 milliseconds before timing out.")
+        (d / "train.log").write_text("\n".join(lines) + "\n")
+
+
+def test_cli_writes_one_html_file_in_chinese(tmp_path):
+    from postmortem.cli import main
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _write_tree(logs, 4, 2)
+    out = tmp_path / "report.html"
+    assert main(["analyze", str(logs), "-o", str(out), "--lang", "zh", "--quiet"]) == 0
+    html = out.read_text(encoding="utf-8")
+    assert '<html lang="zh-CN">' in html and XSS not in html
+
+
+def test_512_rank_tree_report_stays_small(tmp_path):
+    _write_tree(tmp_path, 512, 77)
+    job = postmortem.analyze(str(tmp_path))
+    html = job.to_html(generated_at="x")
+    size = len(html.encode("utf-8"))
+    assert size < 5 * 1024 * 1024, size
+    assert section(html, "sources").count('<tr id="src-') == 512
+    assert section(html, "timeline").count('<tr class="role-') <= 41
+    assert XSS not in html
