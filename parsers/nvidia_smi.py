@@ -37,6 +37,7 @@ _LOST_RES = [
 ]
 _CSV_TOKEN_RE = re.compile(r"^[a-z][a-z0-9_.]*(?: \[[^\]]+\])?$")
 _QUERY_CMD_RE = re.compile(r"--query-(?P<what>gpu|compute-apps)=(?P<fields>[\w.,]+)")
+_CSV_TS_PARTS = re.compile(r"^(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?$")
 _CSV_TS_RE = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?$")
 
 # CSV header names (and the query names a command echo uses) -> our field.
@@ -56,6 +57,14 @@ def _parse_ts(text: str | None) -> str | None:
     """nvidia-smi's local timestamps (`Fri Oct 25 11:21:22 2024`, CSV `2025/05/22 09:42:33.587`) -> ISO, no zone."""
     if not text:
         return None
+    m = _CSV_TS_PARTS.match(text.strip())
+    if m:  # the per-row CSV stamp: built directly, strptime is the bottleneck on long loops
+        y, mo, d, h, mi, sec, frac = m.groups()
+        try:
+            return datetime(int(y), int(mo), int(d), int(h), int(mi), int(sec),
+                            int((frac or "0").ljust(6, "0"))).isoformat()
+        except ValueError:
+            return None
     t = re.sub(r"\s+", " ", text.strip())
     t = re.sub(r" (?:[A-Z]{2,5}) (\d{4})$", r" \1", t)  # `date` output carries a zone name; nvidia-smi's does not
     for fmt in ("%a %b %d %H:%M:%S %Y", "%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S"):
@@ -67,13 +76,23 @@ def _parse_ts(text: str | None) -> str | None:
 
 
 def _null(value: str | None) -> str | None:
-    """`[Not Supported]`, `[N/A]`, `N/A`, `[Unknown Error]` and empty cells are null."""
+    """`[Not Supported]`, `[N/A]`, `N/A`, `[Unknown Error]` and empty cells are null; others stripped."""
     if value is None:
         return None
     v = value.strip()
-    if not v or v.upper() == "N/A" or (v.startswith("[") and v.endswith("]")):
+    if not v or v[0] == "[" or v == "N/A" or v == "n/a":
         return None
     return v
+
+
+def _num(value: str | None) -> float | None:
+    """A CSV cell as a number: plain (`nounits`) fast, `42.1 W` / `36 %` through the unit-aware reader."""
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return q.number(value)
 
 
 class _Snapshot:
@@ -318,7 +337,7 @@ class _SmiParser:
         return False
 
     def _csv_row(self, lineno: int, s: str) -> bool:
-        values = next(csv.reader([s], skipinitialspace=True), [])
+        values = s.split(",") if '"' not in s else next(csv.reader([s], skipinitialspace=True), [])
         fields = self.csv_fields
         if len(values) > len(fields) and "name" in fields:  # a GPU/process name with a comma in it
             i = fields.index("name")
@@ -326,8 +345,7 @@ class _SmiParser:
             values = values[:i] + [",".join(values[i:i + extra + 1])] + values[i + extra + 1:]
         if len(values) != len(fields):
             return False
-        rec = {f: v for f, v in zip(fields, values) if f}
-        lost = any("GPU is lost" in v for v in values)
+        rec = {f: _null(v) for f, v in zip(fields, values) if f}
         if self.csv_is_apps:
             self._app_row(lineno, rec)
             return True
@@ -335,31 +353,29 @@ class _SmiParser:
         key = ("csv", key if key is not None else object())
         if key in self.snap.gpus:
             self.close()
-        ts = _parse_ts(_null(rec.get("ts")))
+        ts = _parse_ts(rec.get("ts"))
         if ts and self.snap.ts is None:
             self.snap.ts = ts
-        idx = q.number(_null(rec.get("gpu_index")))
-        ecc = q.number(_null(rec.get("ecc_uncorrected")))
+        idx = _num(rec.get("gpu_index"))
+        ecc = _num(rec.get("ecc_uncorrected"))
         row = self._gpu(key, lineno, ts=ts or self.snap.ts, gpu_index=int(idx) if idx is not None else None,
-                        bus_id=normalize_bus_id(_null(rec.get("bus_id"))),
-                        mem_used_mib=q.mib(_null(rec.get("mem_used_mib"))),
-                        mem_total_mib=q.mib(_null(rec.get("mem_total_mib"))),
-                        util_pct=q.number(_null(rec.get("util_pct"))), temp_c=q.number(_null(rec.get("temp_c"))),
-                        power_w=q.number(_null(rec.get("power_w"))),
-                        ecc_uncorrected=ecc if ecc is not None else q.number(_null(rec.get("ecc_uncorrected_agg"))),
-                        lost=lost)
-        if _null(rec.get("uuid")):
-            row["_uuid"] = rec["uuid"].strip()
+                        bus_id=normalize_bus_id(rec.get("bus_id")), mem_used_mib=q.mib(rec.get("mem_used_mib")),
+                        mem_total_mib=q.mib(rec.get("mem_total_mib")), util_pct=_num(rec.get("util_pct")),
+                        temp_c=_num(rec.get("temp_c")), power_w=_num(rec.get("power_w")),
+                        ecc_uncorrected=ecc if ecc is not None else _num(rec.get("ecc_uncorrected_agg")),
+                        lost="GPU is lost" in s)
+        if rec.get("uuid"):
+            row["_uuid"] = rec["uuid"]
         self.snap.csv_gpus = True
         return True
 
     def _app_row(self, lineno: int, rec: dict) -> None:
-        pid = q.number(_null(rec.get("pid")))
+        pid = _num(rec.get("pid"))
         proc = {"pid": int(pid) if pid is not None else None, "type": None,
-                "name": (_null(rec.get("process_name")) or "")[:300], "used_mib": q.mib(_null(rec.get("used_mib"))),
-                "gpu_bus_id": normalize_bus_id(_null(rec.get("bus_id"))), "_line": lineno}
-        if _null(rec.get("uuid")):
-            proc["gpu_uuid"] = rec["uuid"].strip()
+                "name": (rec.get("process_name") or "")[:300], "used_mib": q.mib(rec.get("used_mib")),
+                "gpu_bus_id": normalize_bus_id(rec.get("bus_id")), "_line": lineno}
+        if rec.get("uuid"):
+            proc["gpu_uuid"] = rec["uuid"]
         self.snap.apps.append(proc)
 
     # ---- -q text

@@ -1,6 +1,7 @@
 """Other Python stack dumps found as text: gdb `bt`/`py-bt`, `hanging_threads`, faulthandler -> `stacks` rows."""
 from __future__ import annotations
 
+import mmap
 import re
 
 from parsers.base import ParseResult, register
@@ -359,7 +360,18 @@ def parse_stack_dump(source: Source) -> ParseResult:
 
 
 def _first_hit_line(path: str) -> int | None:
-    """1-based line of the first faulthandler header, found by a raw byte scan (None when there is none)."""
+    """1-based line of the first faulthandler header, found by a raw byte scan (None when there is none).
+
+    Plain files are searched through mmap (C speed, no copy); gzip files are streamed in chunks."""
+    if not textio.is_gzip(path):
+        try:
+            with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                i = mm.find(PREFILTER)
+                if i < 0:
+                    return None
+                return sum(mm[o:min(o + _CHUNK, i)].count(b"\n") for o in range(0, i, _CHUNK)) + 1
+        except (OSError, ValueError):  # empty file, special file: fall back to streaming
+            pass
     lines_before = 0
     tail = b""
     try:

@@ -1,6 +1,8 @@
 """Line-oriented text logs (rank logs, consoles, NCCL debug files, dmesg): events, tracebacks, steps, NCCL lines."""
 from __future__ import annotations
 
+import functools
+
 import regex
 
 from parsers import formats as fmts
@@ -383,15 +385,20 @@ def parse_textlog(source: Source) -> ParseResult:
     return result
 
 
+@functools.lru_cache(maxsize=1)
+def _prefilter_triggers() -> prefilter.Triggers:
+    return prefilter.compile_triggers(
+        events=sorted({t for f in fmts.FORMATS for t in f.triggers} | set(LINE_TRIGGERS)),
+        events_nocase=LINE_TRIGGERS_NOCASE, windows=WINDOW_TRIGGERS, steps=STEP_TRIGGERS,
+        steps_nocase=STEP_TRIGGERS_NOCASE, weak_steps_nocase=[])
+
+
 def _line_source(source: Source, stats: textio.ReadStats):
     """(scanner or None, the first lines for prefix schemes, iterator of (line number, text, steps_only)).
 
     Big UTF-8 files go through the bytes prefilter; small ones (and UTF-16) are read line by line, every line."""
     if source.bytes >= prefilter.FAST_MIN_BYTES:
-        trig = prefilter.compile_triggers(
-            events=sorted({t for f in fmts.FORMATS for t in f.triggers} | set(LINE_TRIGGERS)),
-            events_nocase=LINE_TRIGGERS_NOCASE, windows=WINDOW_TRIGGERS, steps=STEP_TRIGGERS,
-            steps_nocase=STEP_TRIGGERS_NOCASE, weak_steps_nocase=[])
+        trig = _prefilter_triggers()
         hint = source.bytes * (8 if source.compression else 1)
         try:
             scanner = prefilter.LineScanner(source.path, stats, hint, trig)

@@ -235,7 +235,8 @@ def _walk(root: str):
         seen_dirs.add(key)
         try:
             with os.scandir(current) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                # Symlinks last: a file reached both directly and through a link is read under its own name.
+                entries = sorted(it, key=lambda e: (_is_link(e), e.name))
         except OSError as exc:
             yield _problem(current, root, f"cannot list directory: {exc.strerror or exc}")
             continue
@@ -262,6 +263,13 @@ def _walk(root: str):
                 continue
             yield _describe(full, rel, seen_files)
         stack.extend(reversed(subdirs))
+
+
+def _is_link(entry) -> bool:
+    try:
+        return entry.is_symlink()
+    except OSError:
+        return False
 
 
 def _inside(full: str, root_real: str) -> bool:

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _BUS_RE = re.compile(r"(?:PCI:)?(?:(?P<dom>[0-9A-Fa-f]{1,8}):)?(?P<bus>[0-9A-Fa-f]{2}):(?P<dev>[0-9A-Fa-f]{2})"
                      r"(?:\.(?P<fn>[0-7]))?")
 
 
+@lru_cache(maxsize=4096)  # a looped capture repeats the same few bus ids for every snapshot
 def normalize_bus_id(text: str | None) -> str | None:
     """One spelling for a PCI address: dmesg `0000:3b:00` and nvidia-smi `00000000:3B:00.0` both -> `00000000:3B:00.0`."""
     if not text:

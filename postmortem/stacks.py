@@ -152,12 +152,12 @@ _RULES: list[tuple[str, int, str | None, str | None, bool]] = [
                       r"^multiprocessing/(?:synchronize|managers|popen_\w+)\.py$|^filelock/|^asyncio/locks\.py$",
      r"^(?:wait|acquire|_acquire|join|_wait_for_tstate_lock|get|put|result|wait_for|__enter__|communicate|"
      r"_communicate|_wait|_try_wait|_acquire_restore|as_completed|_poll|poll|_callmethod|lock)$", False),
-    ("sleep_lock", 3, None, r"^(?:clock_nanosleep|__clock_nanosleep|nanosleep|__nanosleep|time_sleep|usleep|"
-                            r"pthread_cond_(?:timed)?wait|__pthread_cond_(?:timed)?wait|sem_(?:timed|clock)?wait|"
-                            r"__new_sem_wait_slow|do_futex_wait|__futex_abstimed_wait_common\d*|futex_wait|"
-                            r"__lll_lock_wait|__GI___lll_lock_wait|pthread_mutex_lock|PyThread_acquire_lock\w*|"
-                            r"take_gil|drop_gil|acquire_timed|lock_PyThread_acquire_lock|pthread_join|"
-                            r"waitpid|__waitpid|wait4|poll|__poll|ppoll|select|__select|epoll_wait)$", True),
+    ("sleep_lock", 3, None, r"^(?:__GI_)?_{0,3}(?:clock_nanosleep|nanosleep|time_sleep|pysleep|usleep|"
+                            r"pthread_cond_(?:timed|clock)?wait\w*|sem_(?:timed|clock)?wait\w*|new_sem_wait\w*|"
+                            r"do_futex_wait|futex_abstimed_wait\w*|futex_wait\w*|lll_lock_wait\w*|"
+                            r"pthread_mutex_lock|PyThread_acquire_lock\w*|take_gil|drop_gil|acquire_timed|"
+                            r"lock_PyThread_acquire_lock|pthread_join\w*|waitpid|wait4|poll|ppoll|select|pselect\w*|"
+                            r"epoll_wait|epoll_pwait)$", True),
     # idle loops (event loops, pool workers, the torchrun agent's monitor loop)
     ("idle", 4, r"^selectors\.py$|^asyncio/|^socketserver\.py$|^concurrent/futures/thread\.py$|"
                 r"^multiprocessing/pool\.py$|^torch/distributed/elastic/(?:agent|multiprocessing)/|"
@@ -693,7 +693,8 @@ def _least_progressed(classes: list[StackClass], threads: str) -> tuple[list, st
 
 
 def join_ranks(stacks_df, hostpid_rank: dict):
-    """Fill unknown ranks of stacks rows from an NCCL `host:pid -> rank` map (exact host:pid, or a unique pid)."""
+    """Fill unknown ranks of stacks rows from an NCCL `host:pid -> rank` map: exact host:pid, or, for rows without
+    a host, a pid that maps to one rank only. Returns a new DataFrame."""
     if stacks_df is None or len(stacks_df) == 0 or not hostpid_rank:
         return stacks_df
     by_pid: dict[int, set] = {}
@@ -710,7 +711,7 @@ def join_ranks(stacks_df, hostpid_rank: dict):
             continue
         pid = int(_plain(pid))
         hit = hostpid_rank.get(f"{_plain(host)}:{pid}") if _plain(host) else None
-        if hit is None and len(by_pid.get(pid, ())) == 1:
+        if hit is None and not _plain(host) and len(by_pid.get(pid, ())) == 1:  # dumps rarely name their host
             hit = next(iter(by_pid[pid]))
         if hit is not None:
             ranks[i] = int(hit)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from postmortem import bundle, schema
+from postmortem import stacks as stacks_mod
 from postmortem.discover import Source
 
 
@@ -46,6 +47,7 @@ def build(sources: list[Source], results: list) -> Tables:
             meta["hostpid_rank"][key] = value
     _resolve_hostpid_ranks(rows, meta["hostpid_rank"])
     frames = {name: schema.frame_from_rows(name, rows[name]) for name in schema.TABLE_NAMES}
+    frames["stacks"] = stacks_mod.join_ranks(frames["stacks"], meta["hostpid_rank"])  # dumped pids -> NCCL ranks
     for name, df in frames.items():
         schema.validate(name, df)
     meta.update(_world(frames))

@@ -90,10 +90,16 @@ def timeline_figure(model, lang: str = "en") -> Figure | None:
         return None
     fig, ax, t, family = _new(lang, 10, 1.3 + 0.34 * len(lanes))
     labels = []
-    lo = min(l.first_x for l in lanes)
-    hi = max(l.last_x for l in lanes)
+    drawn = [ln for ln in lanes if not ln.silent]
+    lo = min(ln.first_x for ln in drawn)
+    hi = max(ln.last_x for ln in drawn)
     for y, lane in enumerate(lanes):
         colour = ROLE_COLOURS[lane.role]
+        if lane.silent:
+            ax.text(lo, y, t["fig_silent"], va="center", ha="left", fontsize=8, color=colour, style="italic",
+                    fontfamily=family or "DejaVu Sans")
+            labels.append(_lane_label(lane, t))
+            continue
         ax.broken_barh([(lane.first_x, max(lane.last_x - lane.first_x, 0))], (y - 0.18, 0.36),
                        facecolors=colour, alpha=0.35, edgecolor="none")
         ax.plot(lane.stop_xs, [y] * len(lane.stop_xs), linestyle="none", marker="|", markersize=14,
@@ -101,15 +107,7 @@ def timeline_figure(model, lang: str = "en") -> Figure | None:
         if lane.error_xs:
             ax.plot(lane.error_xs, [y] * len(lane.error_xs), linestyle="none", marker="x", markersize=7,
                     markeredgewidth=1.6, color=ERROR_COLOUR)
-        if lane.unattributed:
-            labels.append(t["unattributed_label"])
-        elif len(lane.ranks) == 1:
-            labels.append(i18n.fmt(t, "fig_rank", rank=lane.ranks[0]))
-        else:
-            from reports.sections import rank_ranges
-            text = rank_ranges(lane.ranks)
-            text = text if len(text) <= 22 else text[:21] + "…"
-            labels.append(f"{text} ({len(lane.ranks)})")
+        labels.append(_lane_label(lane, t))
     _arrows(ax, lanes)
     ax.set_yticks(range(len(lanes)))
     ax.set_yticklabels(labels, fontsize=8, fontfamily=family or "DejaVu Sans")
@@ -125,8 +123,19 @@ def timeline_figure(model, lang: str = "en") -> Figure | None:
     return fig
 
 
+def _lane_label(lane, t) -> str:
+    if lane.unattributed:
+        return t["unattributed_label"]
+    if len(lane.ranks) == 1:
+        return i18n.fmt(t, "fig_rank", rank=lane.ranks[0])
+    from reports.sections import rank_ranges
+    text = rank_ranges(lane.ranks)
+    text = text if len(text) <= 22 else text[:21] + "…"
+    return f"{text} ({len(lane.ranks)})"
+
+
 def _arrows(ax, lanes) -> None:
-    roots = [(y, l) for y, l in enumerate(lanes) if l.role == "culprit"]
+    roots = [(y, ln) for y, ln in enumerate(lanes) if ln.role == "culprit" and not ln.silent]
     if not roots:
         return
     ry, root = roots[0]

@@ -63,6 +63,7 @@ class Lane:
     last_where: str
     how: str
     unattributed: bool = False
+    silent: bool = False          # a culprit rank that left no attributable line: a label, no bar
 
 
 @dataclass
@@ -169,6 +170,11 @@ def build(analysis) -> RankModel:
     ws = tables.meta.get("world_size")
     silent = [r for r in range(int(ws)) if r not in seen] if ws and int(ws) <= MAX_SILENT else []
     lanes, merged = _lanes([s for s in summaries if s.rank is not None])
+    # A culprit with no lines of its own (often the silent rank everyone waited for) still gets its lane.
+    quiet = [r for r in culprits if r not in seen]
+    if quiet and lanes:
+        lanes.insert(0, Lane(quiet, "culprit", lanes[0].first_x, lanes[0].first_x, [], [], None, 0, "", "", "",
+                             silent=True))
     unattributed = [s for s in summaries if s.rank is None]
     for s in unattributed:
         lanes.append(Lane([], "unattributed", s.first_x, s.last_x, [s.last_x], s.error_xs[:MAX_MARKS],

@@ -341,7 +341,33 @@ def _evidence(root, t, paths, anchors, radius, limit) -> tuple[list[EvidenceItem
                 "why_too_far" if got == "too_far" else "why_not_readable"
             item.note = i18n.fmt(t, "evidence_no_context", why=t[why])
         items.append(item)
-    return items, len(root.evidence) - len(shown)
+    return _merge_overlapping(items, shown, t), len(root.evidence) - len(shown)
+
+
+def _merge_overlapping(items: list[EvidenceItem], cited, t) -> list[EvidenceItem]:
+    """Cited lines of one file whose context windows touch become one block with several highlighted lines."""
+    out: list[EvidenceItem] = []
+    ranks: list[set] = []
+    by_source: dict[str, int] = {}
+    for item, e in zip(items, cited):
+        j = by_source.get(item.source)
+        if item.context and j is not None and out[j].context and \
+                item.context[0].no <= out[j].context[-1].no + 1 and out[j].context[0].no <= item.context[-1].no + 1:
+            block = out[j]
+            lines = {c.no: c for c in block.context}
+            for c in item.context:
+                if c.no not in lines or c.hit:
+                    lines[c.no] = c
+            block.context = [lines[n] for n in sorted(lines)]
+            block.line = ", ".join(str(c.no) for c in block.context if c.hit)
+            if e.rank is not None:
+                ranks[j].add(int(e.rank))
+                block.rank_label = i18n.fmt(t, "rank_badge", rank=rank_ranges(ranks[j]))
+            continue
+        by_source[item.source] = len(out)
+        out.append(item)
+        ranks.append({int(e.rank)} if e.rank is not None else set())
+    return out
 
 
 def _finding(f, t, anchors) -> FindingRow:
@@ -378,7 +404,7 @@ def _fill_rank_sections(view: ReportView, analysis, t, figures: bool, lang: str)
         view.timeline_rows.append(LaneRow(
             ranks=t["unattributed_label"] if lane.unattributed else rank_ranges(lane.ranks),
             count=len(lane.ranks), role=lane.role, role_words=role_words[lane.role], first=lane.first_where,
-            last=lane.last_where, errors=lane.n_errors, how=_cited(lane.how)[:240]))
+            last=lane.last_where, errors=lane.n_errors, how=t["fig_silent"] if lane.silent else _cited(lane.how)[:240]))
     if model.lanes:
         view.timeline_axis = t["timeline_axis_time"] if model.axis.mode == "time" else t["timeline_axis_line"]
     if model.merged_groups:
@@ -386,7 +412,8 @@ def _fill_rank_sections(view: ReportView, analysis, t, figures: bool, lang: str)
     if model.silent and model.lanes:
         view.timeline_notes.append(i18n.fmt(t, "silent_ranks", ranks=rank_ranges(model.silent)))
     view.steps_rows = _step_rows(model, t)
-    view.steps_phase = i18n.phase_words(t, model.steps_phase) or ""
+    if model.steps_phase:
+        view.steps_phase = i18n.fmt(t, "steps_phase_note", phase=i18n.phase_words(t, model.steps_phase))
     if figures:
         f = figs_mod.timeline_figure(model, lang)
         if f is not None:

@@ -49,7 +49,7 @@ def checkpoint_corrupt(tables):
     ev_rows = pd.concat([save_tb.rename(columns={"exc_message": "message"})[["source", "line", "rank", "message"]]
                          if len(save_tb) else bad.head(0)[["source", "line", "rank", "message"]],
                          bad[["source", "line", "rank", "message"]], shell_full[["source", "line", "rank", "message"]]])
-    culprit = facts.ranks_of(bad)[:1]
+    culprit = facts.ranks_of(bad)  # every rank that read the broken file
     first = bad.iloc[0] if len(bad) else None
     return [Finding(rule="checkpoint-corrupt", category="checkpoint_corruption", confidence=conf, severity="critical",
                     title="Checkpoint incomplete or corrupt",
