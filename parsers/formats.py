@@ -2,6 +2,7 @@
 values they must produce. `load_formats` refuses a format whose samples do not parse."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import regex
@@ -256,8 +257,33 @@ def load_formats(defs: list[dict] = FORMAT_DEFS) -> list[LineFormat]:
 
 
 FORMATS = load_formats()
-# One alternation of every trigger: a line that contains none of them is skipped without running any format.
-TRIGGER_RE = regex.compile("|".join(sorted({regex.escape(t) for f in FORMATS for t in f.triggers}, key=len, reverse=True)))
+
+
+def trigger_regex(words) -> re.Pattern:
+    """One regex that finds any of `words` (all str or all bytes), as a prefix tree: Python's `re` scans that ~10x
+    faster than a flat alternation (it only answers whether some word occurs; the match may be a shorter word)."""
+    words = [w for w in words if w]
+    if not words:
+        return re.compile(r"(?!x)x")
+    end = words[0][:0]
+    group, bar, close = ("(?:", "|", ")") if isinstance(end, str) else (b"(?:", b"|", b")")
+    trie: dict = {}
+    for w in words:
+        node = trie
+        for i in range(len(w)):
+            node = node.setdefault(w[i:i + 1], {})
+        node[end] = {}
+
+    def emit(node: dict):
+        if end in node:  # a word ends here: a longer one adds nothing to "some word occurs"
+            return end
+        alts = [re.escape(ch) + emit(sub) for ch, sub in sorted(node.items())]
+        return alts[0] if len(alts) == 1 else group + bar.join(alts) + close
+    return re.compile(emit(trie))
+
+
+# One search for every trigger: a line that contains none of them is skipped without running any format.
+TRIGGER_RE = trigger_regex({t for f in FORMATS for t in f.triggers})
 
 
 def match_line(message: str) -> list[tuple[LineFormat, regex.Match]]:

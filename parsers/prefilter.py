@@ -23,6 +23,7 @@ import os
 import re
 from typing import Iterator
 
+from parsers.formats import trigger_regex
 from postmortem import textio
 
 FAST_MIN_BYTES = 256 * 1024   # smaller files: the caller reads every line (nothing sampled or counted)
@@ -30,7 +31,7 @@ CHUNK = 1 << 20
 LONG_LINE = 8 << 20           # a physical line is processed in pieces of at most this size
 KEY_MEMO_MAX = 4096           # keys longer than this are not memoised
 MEMO_CAP = 200_000            # memo entries per process before it is cleared
-MAX_SAMPLES = 64              # sampled progress / step lines per file (plus the exact last ones)
+MAX_SAMPLES = 32              # sampled progress / step lines per file (plus the exact last ones)
 MIN_STRIDE = 8 * 1024
 SEGMENT_LEVEL = 8             # an event line with more `\r` segments than this is handed over segment by segment
 
@@ -54,25 +55,6 @@ def normalise(text: str | bytes) -> bytes:
     return data.translate(None, DELETE)
 
 
-def trie_pattern(words: list[bytes]) -> bytes:
-    """An alternation of literal byte strings as a prefix tree, which Python's regex engine scans far faster."""
-    trie: dict = {}
-    for w in words:
-        node = trie
-        for ch in w:
-            node = node.setdefault(ch, {})
-        node[None] = True
-
-    def emit(node: dict) -> bytes:
-        alts = [re.escape(bytes([ch])) + emit(sub) for ch, sub in sorted((k, v) for k, v in node.items() if k is not None)]
-        if not alts:
-            return b""
-        if None in node:  # a trigger ends here; anything longer only repeats the match
-            return b""
-        return alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"
-    return emit(trie)
-
-
 class Triggers:
     """The compiled classification of shape keys for one set of triggers (built once per process)."""
 
@@ -80,7 +62,7 @@ class Triggers:
                  steps_nocase: list[str], weak_steps_nocase: list[str]):
         lits = {normalise(t) for t in list(events) + NCCL_FACTS + list(windows)}
         lits.discard(b"")
-        self.event_re = re.compile(trie_pattern(sorted(lits)))
+        self.event_re = trigger_regex(sorted(lits))
         self.event_nocase_re = re.compile("|".join(re.escape(t) for t in events_nocase).encode(), re.I) \
             if events_nocase else None
         self.windows = [(normalise(k), n) for k, n in windows.items()]
@@ -237,9 +219,10 @@ def _stream_id(line: bytes) -> bytes:
         if i < 0:
             i = line.find(b">:", 0, 48)
         return line[: i + 2] if i > 0 else b""
-    i = line.find(b": ", 0, 16)
-    if 0 < i and line[:i].strip().isdigit():
-        return line[: i + 2]
+    if line[:1] in b" 0123456789" and line[:1]:
+        i = line.find(b": ", 0, 16)
+        if 0 < i and line[:i].strip().isdigit():
+            return line[: i + 2]
     return b""
 
 

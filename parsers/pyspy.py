@@ -145,8 +145,7 @@ def assign_ranks(procs: list[dict], source: Source) -> None:
 def emit_processes(result: ParseResult, source: Source, procs: list[dict]) -> None:
     """Rank the processes and add one `stacks` row per thread (procs: pid, cmd, ppid, line, threads[...])."""
     assign_ranks(procs, source)
-    rows = 0
-    dropped = 0
+    rows = dropped = deep = 0
     for p in procs:
         dump = f"{source.source}:{p['pid'] if p.get('pid') is not None else '?'}@{p['line']}"
         for t in p["threads"]:
@@ -154,14 +153,15 @@ def emit_processes(result: ParseResult, source: Source, procs: list[dict]) -> No
                 dropped += 1
                 continue
             frames, cut = st.cap_frames(t["frames"])
-            if cut:
-                result.problems.append(f"thread {t['tid']} at line {t['line']}: {cut} middle frames dropped")
+            deep += bool(cut)
             active, gil = _status(t.get("status"))
             result.add("stacks", stack_row(source, t["line"], p["rank"], p.get("pid"), t["tid"], t.get("name"),
                                            active, gil, frames, dump))
             rows += 1
     if dropped:
         result.problems.append(f"more than {MAX_ROWS} threads; {dropped} thread stacks not kept")
+    if deep:
+        result.problems.append(f"{deep} stack(s) deeper than {st.MAX_FRAMES} frames: middle frames dropped")
     versions = sorted({p["python"] for p in procs if p.get("python")})
     if versions:
         result.meta["python_versions"] = versions
@@ -170,8 +170,7 @@ def emit_processes(result: ParseResult, source: Source, procs: list[dict]) -> No
 class _TextState:
     """Line-by-line state machine over py-spy text output."""
 
-    def __init__(self, result: ParseResult, source: Source):
-        self.result, self.source = result, source
+    def __init__(self):
         self.procs: list[dict] = []
         self.proc: dict | None = None
         self.thread: dict | None = None
@@ -308,7 +307,7 @@ def parse_pyspy_text(source: Source) -> ParseResult:
     """py-spy `dump` text: processes (with --subprocesses children), threads, frames, locals; errors -> problems."""
     result = ParseResult()
     stats = textio.ReadStats()
-    state = _TextState(result, source)
+    state = _TextState()
     for lineno, line in textio.iter_lines(source.path, stats):
         state.feed(lineno, line)
     procs = [p for p in state.procs if p["threads"] or p.get("pid") is not None]

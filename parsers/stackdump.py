@@ -107,6 +107,9 @@ class _Collector:
             if not entry["py"]:
                 entry["py"] = frames
             return
+        if self.threads >= MAX_ROWS:
+            self.threads += 1  # over the cap: counted, not kept
+            return
         proc = self._proc_for(key, blk["line"], blk["tid"], rank=blk.get("rank"))
         self._add_thread(proc, {"tid": blk["tid"], "name": blk["name"], "status": blk.get("status"),
                                 "line": blk["line"], "frames": frames, "current": blk.get("current")})

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 
 import regex
 
@@ -28,6 +29,7 @@ _PREP_WORDS = regex.compile(r"(?i)\b(?:tokeniz\w*|map|filter|preprocess\w*|loadi
                             r"computing checksums|extracting|resolving)\b")
 
 
+@functools.lru_cache(maxsize=4096)  # descriptions repeat on every redraw of a bar
 def phase_of(desc: str) -> str:
     """Which part of the loop a progress description names: train, eval, sample, or data (preparation)."""
     if not desc:
@@ -39,6 +41,12 @@ def phase_of(desc: str) -> str:
     if _SAMPLE_WORDS.search(desc):
         return "sample"
     return "train"
+
+
+@functools.lru_cache(maxsize=4096)
+def _epoch_of(desc: str) -> float | None:
+    em = EPOCH_RE.search(desc)
+    return _num(em.group("epoch")) if em else None
 
 
 def _num(text: str | None) -> float | None:
@@ -63,9 +71,9 @@ def parse_step(message: str) -> dict | None:
             lm = LOSS_RE.search(post)
             if lm:
                 row["loss"] = _num(lm.group("loss"))
-            em = EPOCH_RE.search(desc)
-            if em:
-                row["epoch"] = _num(em.group("epoch"))
+            epoch = _epoch_of(desc)
+            if epoch is not None:
+                row["epoch"] = epoch
             rate, unit = m.group("rate"), (m.group("unit") or "")
             if rate not in (None, "?") and unit.startswith("s/"):
                 row["step_time"] = _num(rate)

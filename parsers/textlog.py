@@ -92,6 +92,8 @@ class _Scheme:
 
     def __init__(self, head_lines: list[str]):
         n = max(1, len(head_lines))
+        # both prefixes end in ": " within the first few dozen characters: test that before any regex
+        head_lines = [ln for ln in head_lines if 0 < ln.find(": ", 0, 80)]
         labels = sum(1 for ln in head_lines if SRUN_LABEL_RE.match(ln))
         self.srun = labels >= max(3, n // 3)
         hosts: dict[str, int] = {}

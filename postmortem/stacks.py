@@ -167,7 +167,7 @@ _COMPILED = [(cls, tier, re.compile(f) if f else None, re.compile(fn) if fn else
              for cls, tier, f, fn, nat in _RULES]
 
 _LAUNCHER_FILES = re.compile(r"^torch/distributed/(?:elastic/agent/|run\.py$|launch\.py$|launcher/)|"
-                             r"^deepspeed/launcher/|^accelerate/commands/launch\.py$|^torch/multiprocessing/spawn\.py$")
+                             r"^deepspeed/launcher/|^accelerate/commands/launch\.py$")
 
 
 @lru_cache(maxsize=65536)
@@ -267,8 +267,21 @@ def last_user_frame(frames: list[dict]) -> dict | None:
 
 
 def is_launcher(frames: list[dict]) -> bool:
-    """True when a stack belongs to a launcher (torchrun agent, deepspeed/accelerate launcher), not a rank."""
-    return any(_LAUNCHER_FILES.search(short_file(f.get("file"))) for f in frames if not is_native(f))
+    """True when a stack belongs to a launcher (torchrun agent, deepspeed/accelerate launcher, the parent of
+    torch.multiprocessing.spawn), not a rank."""
+    spawn_parent = False
+    for f in frames:
+        if is_native(f):
+            continue
+        sf = short_file(f.get("file"))
+        if _LAUNCHER_FILES.search(sf):
+            return True
+        if sf == "torch/multiprocessing/spawn.py":
+            name = bare_name(f.get("func"))
+            if name == "_wrap":
+                return False  # a rank that spawn started
+            spawn_parent = spawn_parent or name in ("spawn", "start_processes", "join")
+    return spawn_parent
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -500,15 +513,19 @@ def _int_or_none(v) -> int | None:
         return None
 
 
-def _is_mp_child(frames: list[dict]) -> bool:
-    """A multiprocessing child (DataLoader worker, spawn/fork child) rather than the rank's own process."""
+def _child_level(frames: list[dict]) -> int:
+    """2 for a DataLoader worker, 1 for another multiprocessing child, 0 for a rank's own process (including
+    ranks started by torch.multiprocessing.spawn): the lower, the likelier the process is the rank itself."""
+    level = 0
     for f in frames:
         sf = short_file(f.get("file"))
-        if sf.startswith("multiprocessing/") and bare_name(f.get("func")) in ("_bootstrap", "spawn_main", "_main"):
-            return True
         if sf.startswith("torch/utils/data/_utils/worker.py"):
-            return True
-    return False
+            return 2
+        if sf == "torch/multiprocessing/spawn.py" and bare_name(f.get("func")) == "_wrap":
+            return 0
+        if sf.startswith("multiprocessing/") and bare_name(f.get("func")) in ("_bootstrap", "spawn_main", "_main"):
+            level = 1
+    return level
 
 
 def merge_stacks(stacks_df, threads: str = "main", unranked: str = "auto") -> MergedStacks:
@@ -539,14 +556,14 @@ def merge_stacks(stacks_df, threads: str = "main", unranked: str = "auto") -> Me
     role_cache: dict = {}
     for dump, idxs in by_dump.items():
         main = _pick_main(rows, idxs)
-        launcher = child = False
+        launcher, child = False, 0
         for i in ([main] if main is not None else idxs):
             sig = _row_signature(rows, i)
             if sig not in role_cache:
                 fr = rows.get(i, "frames") or []
-                role_cache[sig] = (is_launcher(fr[-8:]), _is_mp_child(fr))
+                role_cache[sig] = (is_launcher(fr[-8:]), _child_level(fr))
             launcher = launcher or role_cache[sig][0]
-            child = child or role_cache[sig][1]
+            child = max(child, role_cache[sig][1])
         if launcher:
             launchers.append(dump)
             continue
@@ -563,11 +580,11 @@ def merge_stacks(stacks_df, threads: str = "main", unranked: str = "auto") -> Me
     for member, order, dump, sel, child in candidates:
         if threads == "main":
             key = member
-            rank_key = (not child, order)
+            rank_key = (-child, order)
         else:
             pid = rows.get(sel[0], "pid") if sel else None
             key = (member, pid if pid is not None else dump)
-            rank_key = (True, order)
+            rank_key = (0, order)
         prev = chosen.get(key)
         if prev is None or rank_key > prev[0]:
             chosen[key] = (rank_key, member, sel)

@@ -114,7 +114,8 @@ def timeline_figure(model, lang: str = "en") -> Figure | None:
     for tick, lane in zip(ax.get_yticklabels(), lanes):
         if lane.role == "culprit":
             tick.set_color(ROLE_COLOURS["culprit"])
-            tick.set_fontweight("bold")
+            if not family:  # CJK fallback fonts often ship one weight; asking for bold only logs a warning
+                tick.set_fontweight("bold")
     ax.set_ylim(len(lanes) - 0.5, -0.5)
     _pad(ax, lo, hi)
     _x_axis(ax, model.axis, t)
@@ -140,7 +141,7 @@ def _arrows(ax, lanes) -> None:
         return
     ry, root = roots[0]
     rx = root.first_error_x if root.first_error_x is not None else root.last_x
-    targets = [(y, l) for y, l in enumerate(lanes) if l.role == "affected"][:MAX_ARROWS]
+    targets = [(y, ln) for y, ln in enumerate(lanes) if ln.role == "affected"][:MAX_ARROWS]
     for y, lane in targets:
         tx = lane.first_error_x if lane.first_error_x is not None else lane.last_x
         ax.annotate("", xy=(tx, y), xytext=(rx, ry),

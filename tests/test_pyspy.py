@@ -217,7 +217,7 @@ def test_concatenated_json_dumps_and_truncated_json(tmp_path):
 @pytest.mark.parametrize("data", [
     b"\x00\xff" * 5000, "[1, 2, {\"frames\": 3}]", "[{\"pid\": \"x\", \"frames\": [{\"name\": null, \"line\": -1}]}]",
     "[{", "{\"thread_id\": 1, \"frames\": []}", "[[[[[[[[[[[[[[]]]]]]]]]]]]]]",
-])
+], ids=["binary", "not-threads", "wrong-types", "cut", "object", "nested"])
 def test_hostile_json_never_raises(tmp_path, data):
     src = _tmp_source(tmp_path, "bad.json", data, kind="pyspy_json")
     res = parse_pyspy_json(src)
@@ -231,7 +231,7 @@ def test_hostile_json_never_raises(tmp_path, data):
     "Thread 1 (idle)\n" + "    f (x.py:1)\n" * 20000,
     "Process 1: x\nThread 1 (idle)\n" + "            a: b\n" * 1000,
     "Thread (idle)\nThread 1 (busy)\nProcess x: y\nParent Process: z\n",
-])
+], ids=["binary", "frames-without-thread", "deep-stack", "many-locals", "broken-headers"])
 def test_hostile_text_never_raises(tmp_path, data):
     res = parse_pyspy_text(_tmp_source(tmp_path, "bad.txt", data, kind="pyspy"))
     for row in res.rows.get("stacks", []):

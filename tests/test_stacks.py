@@ -236,3 +236,19 @@ def test_tables_join_dumped_pids_to_nccl_ranks(tmp_path):
     sources = discover(str(tmp_path))
     t = tables.build(sources, [parse_source(s) for s in sources])
     assert t.stacks["rank"].tolist()[:2] == [3, 3] and pd.isna(t.stacks["rank"].tolist()[2])
+
+
+def test_spawn_parent_is_a_launcher_and_its_children_are_ranks():
+    parent = [_f("wait", "multiprocessing/connection.py"), _f("join", "torch/multiprocessing/spawn.py"),
+              _f("start_processes", "torch/multiprocessing/spawn.py"), _f("spawn", "torch/multiprocessing/spawn.py"),
+              _f("<module>", "train.py")]
+    child = [_f("all_reduce", "torch/distributed/distributed_c10d.py"), _f("worker", "train.py"),
+             _f("_wrap", "torch/multiprocessing/spawn.py"), _f("run", "multiprocessing/process.py"),
+             _f("_bootstrap", "multiprocessing/process.py"), _f("_main", "multiprocessing/spawn.py"),
+             _f("spawn_main", "multiprocessing/spawn.py"), _f("<module>", "<string>")]
+    assert st.is_launcher(parent) and not st.is_launcher(child)
+    rows = _synthetic(2, {0: child, 1: child})
+    rows.append({**rows[0], "rank": None, "pid": 99, "thread": "99", "frames": parent,
+                 "signature": st.signature(parent), "dump": "parent.txt:99@1"})
+    m = st.merge_stacks(_df(rows), unranked="keep")
+    assert m.launchers == ["parent.txt:99@1"] and m.members == [0, 1]

@@ -71,9 +71,15 @@ class ASRModel(nn.Module):
 
 
 def average_gradients(model, world):
-    for p in model.parameters():
-        dist.all_reduce(p.grad)
-        p.grad /= world
+    # one flat all_reduce per step instead of one per parameter
+    grads = [p.grad for p in model.parameters()]
+    flat = torch.cat([g.flatten() for g in grads])
+    dist.all_reduce(flat)
+    flat /= world
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset:offset + g.numel()].view_as(g))
+        offset += g.numel()
 
 
 def train_step(model, opt, rank, world, batch_idx):
