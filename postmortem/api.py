@@ -59,31 +59,44 @@ class Analysis:
         return render_html(self, fragment=True)
 
 
-def parse_all(sources: list, jobs: int | None = None, engine: str = "local", scheduler: str | None = None) -> list:
-    """Parse every source (in parallel processes when it pays); results are in the order of `sources`."""
+def parse_all(sources: list, jobs: int | None = None, engine: str = "local", scheduler: str | None = None,
+              quiet: bool = False) -> list:
+    """Parse every source (in parallel processes when it pays); results are in the order of `sources`.
+
+    A progress bar is drawn on stderr while parsing, unless `quiet` or stderr is not a terminal."""
     from parsers import parse_source
-    if engine == "dask":
-        from postmortem.engines import dask_parse
-        return dask_parse(sources, scheduler)
+    from postmortem import progress as progress_mod
     total = sum(s.bytes for s in sources if not s.problem)
-    workers = jobs if jobs is not None else (os.cpu_count() or 1)
-    if workers <= 1 or len(sources) < 2 or (jobs is None and total < PARALLEL_MIN_BYTES):
-        return [parse_source(s) for s in sources]
-    # Largest files first so one big file does not finish last; chunks keep IPC small for many tiny files.
-    order = sorted(range(len(sources)), key=lambda i: -sources[i].bytes)
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(parse_source, [sources[i] for i in order], chunksize=max(1, len(sources) // (workers * 8))))
-    out = [None] * len(sources)
-    for i, res in zip(order, results):
-        out[i] = res
-    return out
+    with progress_mod.make(len(sources), total, quiet=quiet) as bar:
+        if engine == "dask":
+            from postmortem.engines import dask_parse
+            return dask_parse(sources, scheduler, progress=bar)
+        workers = jobs if jobs is not None else (os.cpu_count() or 1)
+        if workers <= 1 or len(sources) < 2 or (jobs is None and total < PARALLEL_MIN_BYTES):
+            out = []
+            for s in sources:
+                out.append(parse_source(s))
+                bar.update(s.bytes)
+            return out
+        # Largest files first so one big file does not finish last; chunks keep IPC small for many tiny files.
+        order = sorted(range(len(sources)), key=lambda i: -sources[i].bytes)
+        out = [None] * len(sources)
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            results = pool.map(parse_source, [sources[i] for i in order],
+                               chunksize=max(1, len(sources) // (workers * 8)))
+            for i, res in zip(order, results):
+                out[i] = res
+                bar.update(sources[i].bytes)
+        return out
 
 
 def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = None, engine: str = "local",
-            scheduler: str | None = None, plugin_paths: list[str] | None = None) -> Analysis:
-    """Analyse a directory tree or a single file and return the Analysis (raises FileNotFoundError for no input)."""
+            scheduler: str | None = None, plugin_paths: list[str] | None = None, quiet: bool = False) -> Analysis:
+    """Analyse a directory tree or a single file and return the Analysis (raises FileNotFoundError for no input).
+
+    `quiet` turns off the progress bar drawn on stderr (it is drawn only when stderr is a terminal)."""
     sources = discover_mod.discover(path)
-    results = parse_all(sources, jobs=jobs, engine=engine, scheduler=scheduler)
+    results = parse_all(sources, jobs=jobs, engine=engine, scheduler=scheduler, quiet=quiet)
     tables = tables_mod.build(sources, results)
     if plugin_paths:
         load_plugins(plugin_paths, entry_points=False)

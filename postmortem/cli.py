@@ -84,14 +84,15 @@ def _collect(args) -> int:
 
 def _analyze(args) -> int:
     from postmortem.api import analyze
+    from postmortem.engines import EngineError
     if not os.path.exists(args.path):
         print(f"postmortem: error: no such file or directory: {args.path}", file=sys.stderr)
         return 2
     fmt = args.format or ("html" if args.output and args.output.endswith((".html", ".htm")) else "text")
     try:
         analysis = analyze(args.path, jobs=args.jobs, rules=args.rules, engine=args.engine,
-                           scheduler=args.scheduler, plugin_paths=args.plugin)
-    except FileNotFoundError as exc:
+                           scheduler=args.scheduler, plugin_paths=args.plugin, quiet=args.quiet)
+    except (FileNotFoundError, EngineError) as exc:
         print(f"postmortem: error: {exc}", file=sys.stderr)
         return 2
     if analysis.verdict is None and fmt == "text":

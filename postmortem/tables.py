@@ -45,6 +45,9 @@ def build(sources: list[Source], results: list) -> Tables:
             rows[table].extend(trows)
         for key, value in res.meta.get("hostpid_rank", {}).items():
             meta["hostpid_rank"][key] = value
+        for key in ("nccl_counts", "summarised"):  # bounded summaries of repetitive lines, per source
+            if res.meta.get(key):
+                meta.setdefault(key, {}).update(res.meta[key])
     _resolve_hostpid_ranks(rows, meta["hostpid_rank"])
     frames = {name: schema.frame_from_rows(name, rows[name]) for name in schema.TABLE_NAMES}
     frames["stacks"] = stacks_mod.join_ranks(frames["stacks"], meta["hostpid_rank"])  # dumped pids -> NCCL ranks

@@ -152,8 +152,8 @@ def _arrows(ax, lanes) -> None:
 def steps_figure(model, lang: str = "en") -> Figure | None:
     """Step reached over time per rank; ranks behind the front drawn in colour, the rest grey when there are many."""
     series = model.step_series
-    if not series:
-        return None
+    if not series or all(len(xs) < 2 for xs, _ in series.values()):
+        return None   # a single point per rank says nothing a table row does not
     fig, ax, t, family = _new(lang, 10, 2.9)
     front = max(r["last_step"] for r in model.step_last)
     behind = {r["rank"] for r in model.step_last if r["last_step"] < front}

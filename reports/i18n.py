@@ -185,6 +185,7 @@ EN: dict[str, str] = {
     "nccl_network": "Network",
     "nccl_topology": "Topology",
     "nccl_warnings": "Warnings",
+    "nccl_who": "Rank or process",
     "nccl_channels": "{rings} ring and {trees} tree lines",
     # findings
     "findings_intro": "Everything else the rules concluded. A cascade is a consequence of the root cause, not a rival explanation.",
@@ -402,6 +403,7 @@ ZH: dict[str, str] = {
     "nccl_network": "网络",
     "nccl_topology": "拓扑",
     "nccl_warnings": "警告",
+    "nccl_who": "Rank 或进程",
     "nccl_channels": "{rings} 行环形、{trees} 行树形拓扑",
     "findings_intro": "规则得出的其他结论。连锁反应是根因的后果，而不是另一种解释。",
     "findings_empty": "没有其他发现。",

@@ -238,6 +238,16 @@ _NETWORK = re.compile(r"\bUsing network (\w+)|\bNET/(IB|Socket|OFI|AWS Libfabric
 _VERSION = re.compile(r"NCCL version ([\w.+-]+)")
 
 
+def _nccl_who(r: dict) -> str:
+    """The rank of an NCCL line, else its process as NCCL names it (host:pid [cuda device])."""
+    rank = _int(r.get("rank"))
+    if rank is not None:
+        return str(rank)
+    host, pid, dev = r.get("host"), _int(r.get("pid")), _int(r.get("cuda_dev"))
+    who = ":".join(str(x) for x in (host if isinstance(host, str) else None, pid) if x is not None)
+    return f"{who} [{dev}]".strip() if dev is not None else who
+
+
 def nccl_view(nccl: pd.DataFrame) -> NcclView | None:
     """Version, communicators, transports, topology and warnings from NCCL_DEBUG lines (None without any)."""
     if not len(nccl):
@@ -272,7 +282,7 @@ def nccl_view(nccl: pd.DataFrame) -> NcclView | None:
     hosts = nccl["host"].dropna().astype(str).nunique()
     devs = sorted({int(d) for d in nccl["cuda_dev"].dropna()})
     warn = nccl[nccl["level"].fillna("").astype(str).str.upper().str.startswith("WARN")]
-    warnings = [{"source": r["source"], "line": _int(r["line"]), "rank": _int(r["rank"]),
+    warnings = [{"source": r["source"], "line": _int(r["line"]), "who": _nccl_who(r),
                  "text": str(r["message"])[:300]} for r in warn.head(MAX_NCCL_WARNINGS).to_dict("records")]
     nranks = sorted({int(n) for n in nccl["nranks"].dropna()})
     return NcclView(version=", ".join(sorted(versions)), nranks=", ".join(map(str, nranks)), comms=comms,

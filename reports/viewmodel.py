@@ -474,7 +474,8 @@ def _fill_table_sections(view: ReportView, analysis, t, figures: bool, lang: str
     view.coll_more = i18n.fmt(t, "coll_more", n=hidden) if hidden else ""
     view.nccl = sections.nccl_view(tables.nccl)
     if view.nccl is not None:
-        view.nccl_channels = i18n.fmt(t, "nccl_channels", rings=view.nccl.rings, trees=view.nccl.trees)
+        view.nccl_channels = i18n.fmt(t, "nccl_channels", rings=view.nccl.rings, trees=view.nccl.trees) \
+            if view.nccl.rings or view.nccl.trees else t["none"]
 
 
 def _nav(view: ReportView, t) -> list[NavItem]:

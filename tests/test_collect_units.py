@@ -162,3 +162,14 @@ def test_cli_without_a_command_is_bad_usage(tmp_path, capsys):
 def test_exit_like_re_raises_the_jobs_signal(sig):
     code = f"import signal; from postmortem.collect import exit_like; exit_like(-signal.{sig})"
     assert subprocess.run([sys.executable, "-c", code], timeout=30).returncode == -getattr(__import__("signal"), sig)
+
+
+def test_stall_is_dumped_once_per_silence_with_a_startup_grace():
+    from postmortem.collect.watchdog import STARTUP_GRACE_S, stall_reason
+    assert stall_reason(102.9, 100.0, True, 3, None) is None
+    assert stall_reason(103.0, 100.0, True, 3, None) == "no output for 3 s"
+    assert stall_reason(500.0, 100.0, True, 3, dumped_for=100.0) is None      # same silence: dumped already
+    assert stall_reason(504.0, 501.0, True, 3, dumped_for=100.0)               # new output re-armed it
+    assert stall_reason(100.0 + STARTUP_GRACE_S - 1, 100.0, False, 3, None) is None  # still starting up
+    assert stall_reason(100.0 + STARTUP_GRACE_S, 100.0, False, 3, None) == f"no output for {STARTUP_GRACE_S:g} s"
+    assert stall_reason(10_000.0, 100.0, True, 0, None) is None                # 0 turns it off

@@ -12,7 +12,6 @@ import re
 import pytest
 
 import postmortem
-from postmortem.findings import CATEGORY_WORDS  # noqa: F401 - the engine's own words, for reference
 from reports.i18n import catalogue
 from reports.sections import rank_ranges
 

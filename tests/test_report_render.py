@@ -219,6 +219,25 @@ def test_evidence_context_reads_only_what_it_needs(tmp_path, monkeypatch):
     assert got[(str(tmp_path / "gone.log"), 1)] == "not_readable"
 
 
+def test_adjacent_cited_lines_share_one_context_block(tmp_path):
+    (tmp_path / "rank3.log").write_text("".join(f"l{i}\n" for i in range(1, 61)))
+    job = synthetic(log_dir=str(tmp_path))
+    job.findings[0].evidence = [Evidence("rank3.log", n, r, f"l{n}") for n, r in ((10, 3), (11, 4), (40, 3))]
+    ev = section(render_html(job, generated_at="x"), "evidence")
+    assert ev.count('<article class="pm-ev">') == 2
+    assert "rank3.log:10, 11</a><span class=\"pm-badge\">rank 3-4</span>" in ev
+    assert re.findall(r'<span class="hit"><i>(\d+)</i>', ev) == ["10", "11", "40"]
+
+
+def test_culprit_without_lines_still_gets_a_lane():
+    job = synthetic()
+    job.findings[0].culprit_ranks = [8]
+    job.tables.meta["world_size"] = 9
+    tl = section(render_html(job, generated_at="x"), "timeline")
+    first = re.search(r"<tbody>\s*<tr[^>]*>(.*?)</tr>", tl, re.S).group(1)
+    assert "<td>8</td>" in first and "no line names this rank" in first
+
+
 def test_missing_source_file_gives_a_note_not_an_error(html):
     assert "context not shown: the file could not be read again" in section(html, "evidence")
 

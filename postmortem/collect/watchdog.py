@@ -17,6 +17,7 @@ from postmortem.collect.tee import Activity
 PYSPY_TIMEOUT_S = 30.0   # one dump; a process py-spy cannot read in this time is recorded as failed
 PARALLEL_DUMPS = 8
 POLL_S = 0.25
+STARTUP_GRACE_S = 60.0   # the least silence before the job's first output that counts as a stall
 
 
 def take_dumps(root_pid: int, pyspy_dir: str, reason: str, pyspy: str | None, smi: str | None,
@@ -67,6 +68,16 @@ def _dump_one(pyspy: str, p: procs_mod.Proc, out: str) -> str | None:
     return None
 
 
+def stall_reason(now: float, last_output: float, has_output: bool, stall_after: float,
+                 dumped_for: float | None) -> str | None:
+    """Why a dump is due now, or None: quiet for `stall_after` s (at least STARTUP_GRACE_S before the first output,
+    while the job imports and meets its peers), and not yet dumped for this silence (re-armed by new output)."""
+    if stall_after <= 0 or dumped_for == last_output:
+        return None
+    limit = stall_after if has_output else max(stall_after, STARTUP_GRACE_S)
+    return f"no output for {limit:g} s" if now - last_output >= limit else None
+
+
 class StallWatchdog(threading.Thread):
     """Polls the job's output activity; dumps once when it has been quiet for `stall_after` s, and on request."""
 
@@ -96,12 +107,11 @@ class StallWatchdog(threading.Thread):
                 self._dump("requested (SIGUSR1 to the collector)")
                 continue
             last = self.activity.last
-            if self.stall_after <= 0 or time.monotonic() - last < self.stall_after:
-                continue
-            if self._dumped_at_activity == last:
-                continue  # once per stall: re-armed by the next output
-            self._dumped_at_activity = last
-            self._dump(f"no output for {self.stall_after:g} s")
+            reason = stall_reason(time.monotonic(), last, self.activity.bytes > 0, self.stall_after,
+                                  self._dumped_at_activity)
+            if reason:
+                self._dumped_at_activity = last
+                self._dump(reason)
 
     def _dump(self, reason: str) -> None:
         try:

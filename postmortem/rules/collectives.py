@@ -66,7 +66,15 @@ def collective_mismatch(tables):
             + (f" #{fa['SequenceNumber']}" if fa.get("SequenceNumber") else "")
             + (f" while rank {a.get('rank_b')} ran {fb.get('OpType', '?')}"
                + (f" #{fb['SequenceNumber']}" if fb.get("SequenceNumber") else "") if fb else ""))
+    own = {}
+    for at in mm["attrs"]:
+        for rk, fp in (("rank_a", "fp_a"), ("rank_b", "fp_b")):
+            if at.get(rk) is not None and _fingerprint(at.get(fp)).get("OpType"):
+                own[int(at[rk])] = _fingerprint(at.get(fp))["OpType"]
+    counts = Counter(own.values())
+    culprit = [r for r, op in own.items() if counts[op] * 2 < len(own)] if len(counts) > 1 else []
     return [Finding(rule="collective-mismatch", category="barrier_skew", confidence=0.88, severity="critical",
+                    culprit_ranks=culprit,
                     title="Ranks issued different collective sequences",
                     explanation=f"The collective fingerprints differ: {what}. Ranks followed different code paths, "
                                 "so one waits in a collective the others never call (or call with other arguments).",

@@ -131,5 +131,19 @@ def ddp_unused(tables):
                                 "no part in the loss (" + str(d.iloc[0]["message"])[:200] + ").",
                     remediation="Remove the unused modules or use find_unused_parameters=True; make data-dependent "
                                 "branches run on every rank.",
-                    culprit_ranks=facts.ranks_of(d)[:1], evidence=facts.evidence_from(d, 3),
+                    culprit_ranks=_lone(tables, facts.ranks_of(d)), evidence=facts.evidence_from(d, 3),
                     order=facts.order_key(d.iloc[0]), explains=("rank_crash", "collective_timeout", "barrier_skew"))]
+
+
+def _lone(tables, ranks: list[int]) -> list[int]:
+    """A rank stands out only when it alone reports the error in a multi-rank job (or the job has one rank)."""
+    ws = tables.meta.get("world_size") or 1
+    if len(ranks) == 1 and (ws > 1 or ws == 1):
+        return ranks if not (tables.tracebacks["rank"].nunique() > 1 and _same_error_everywhere(tables)) else []
+    return []
+
+
+def _same_error_everywhere(tables) -> bool:
+    tb = tables.tracebacks
+    tb = tb[tb["rank"].notna() & (tb["exc_type"] != "<truncated>")]
+    return tb["exc_type"].nunique() == 1 and tb["rank"].nunique() > 1

@@ -41,6 +41,6 @@ def nan_loss(tables):
                     remediation="Guard the operation named by the first warning (add eps to log/division inputs, "
                                 "filter degenerate samples), lower the learning rate or fix the warmup schedule, "
                                 "clip gradients; torch.autograd.set_detect_anomaly(True) finds the first NaN.",
-                    culprit_ranks=facts.ranks_of(nan)[:1], step=step,
+                    culprit_ranks=facts.ranks_of(nan) if len(facts.ranks_of(nan)) == 1 and len(tables.meta.get('ranks_seen', [])) <= 1 else [], step=step,
                     evidence=facts.evidence_from(warn, 2) + facts.evidence_from(nan, 4),
                     order=facts.order_key(first), explains=("rank_crash", "collective_timeout"))]

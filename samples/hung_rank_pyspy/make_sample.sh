@@ -11,7 +11,7 @@ TORCHELASTIC_ERROR_FILE="$PWD/logs/torchrun_error.json" \
   > logs/console.txt 2>&1 &
 TR=$!                                   # the torchrun agent; the 4 workers are its children
 for _ in $(seq 1 240); do
-  grep -q "\[Rank 3\] Forward: Encoder input" logs/console.txt && break; sleep 0.5
+  grep -qs "\[Rank 3\] Forward: Encoder input" logs/console.txt && break; sleep 0.5
 done
 sleep 4                                 # ranks 0-2 are now waiting in all_reduce, rank 3 in encoder_forward
 for pid in $(ps -o pid= --ppid "$TR"); do

@@ -13,7 +13,7 @@ TORCHELASTIC_ERROR_FILE="$PWD/logs/torchrun_error.json" \
   torchrun --standalone --nproc-per-node 2 --tee 3 --log-dir logs/torchrun train.py \
   > logs/console.txt 2>&1 &
 TR=$!
-for _ in $(seq 1 240); do grep -q "\[Rank 0\] Epoch 0: 40/" logs/console.txt && break; sleep 0.5; done
+for _ in $(seq 1 240); do grep -qs "\[Rank 0\] Epoch 0: 40/" logs/console.txt && break; sleep 0.5; done
 declare -A RANKPID
 for pid in $(ps -o pid= --ppid "$TR"); do
   RANKPID[$(tr '\0' '\n' < "/proc/$pid/environ" | sed -n 's/^RANK=//p')]=$pid
