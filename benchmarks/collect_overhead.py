@@ -12,9 +12,11 @@ import tempfile
 import time
 
 FLOOD = ("import sys\nw = sys.stdout.write\n"
-         "for i in range({n}):\n    w('step %d loss 1.2345 lr 3e-4 tokens/s 123456 some more text to be typical\\n' % i)\n")
+         "for i in range({n}):\n"
+         "    w('step %d loss 1.2345 lr 3e-4 tokens/s 123456 some more text to be typical\\n' % i)\n")
 QUIET = ("import time\nt = time.time()\nx = 0\n"
-         "while time.time() - t < {s}:\n    x += sum(range(10000))\n    print('step', x % 7, flush=True) if x % 997 == 0 else None\n")
+         "while time.time() - t < {s}:\n    x += sum(range(10000))\n"
+         "    print('step', x % 7, flush=True) if x % 997 == 0 else None\n")
 
 
 def run(argv: list[str], stdout_path: str) -> tuple[float, float]:

@@ -114,7 +114,7 @@ class Job:
         self.nccl_bytes = len(nccl_init(self, min(1, ranks - 1)).encode()) if ranks > 1 else 0
         # Steps that fit the per-rank byte budget; the failure is the last sampling phase that fits.
         per_rank = max(64 * 1024, size // ranks)
-        step_bytes = len(tqdm_segment("Epoch 12", 4321, 10000, 1234.0, 1.92, "loss=2.31, lr=0.0003").encode())
+        step_bytes = len(tqdm_segment("Steps", 43210, 200000, 12345.0, 1.92, "loss=2.31, lr=0.0003").encode())
         fixed = self.nccl_bytes + 6 * 1024
         budget = max(4000 * step_bytes, per_rank - fixed)
         steps = int(budget / (step_bytes * 1.06))
@@ -122,6 +122,7 @@ class Job:
         self.eval_every = self.sample_every // 2
         self.fail_step = max(self.sample_every, (steps // self.sample_every) * self.sample_every)
         self.steps_per_epoch = _nice(self.fail_step / 3.3) or 100
+        self.max_steps = self.fail_step * 10
         self.fail_batch = 17 + rnd.randrange(20)           # the sampling batch that OOMs
         self.seq_fail = 40_000 + self.fail_step * 3 + rnd.randrange(1000)
         self.t_sampling = START + timedelta(seconds=200 + self.fail_step * STEP_SECONDS
@@ -173,7 +174,7 @@ def rank_header(job: Job, r: int) -> str:
            pylog(t, "INFO", "train.py:91:main", "config: model=unet-xl resolution=512 mixed_precision=bf16 "
                                                  "gradient_checkpointing=false"),
            pylog(t, "INFO", "train.py:92:main", f"config: per_device_train_batch_size=8 gradient_accumulation_steps=2 "
-                                                 f"dataloader_num_workers=8 max_steps={job.fail_step * 10}"),
+                                                 f"dataloader_num_workers=8 max_steps={job.max_steps}"),
            pylog(t, "INFO", "train.py:93:main", f"config: eval_every={job.eval_every} sample_every={job.sample_every} "
                                                  f"sample_batch_size=16 save_every={job.sample_every * 5}"),
            pylog(t, "INFO", "train.py:94:main", "config: ddp_timeout=600 find_unused_parameters=true")]
@@ -249,33 +250,29 @@ def c10_warning(job: Job, r: int) -> str:
 
 
 def training_body(job: Job, variant: int, rank0: bool) -> str:
-    """Steps 1..fail_step with eval and sampling phases; ends with the sampling bar at batch 0 of step fail_step."""
+    """Steps 1..fail_step with eval and sampling phases; ends with the sampling bar at batch 0 of step fail_step.
+
+    One tqdm bar for the whole run, as diffusers-style training scripts draw it (`desc="Steps"`, total = max
+    steps, postfix loss/lr); eval and sampling bars are printed on lines of their own in between."""
     rnd = random.Random(job.seed * 1000 + variant)
     out: list[str] = []
-    spe = job.steps_per_epoch
+    total = job.max_steps
     elapsed = 0.0
     base_lr = 3e-4
     loss = 2.6
-    epoch_start = 0.0
     for step in range(1, job.fail_step + 1):
-        epoch, n = divmod(step - 1, spe)
-        n += 1
-        if n == 1:
-            epoch_start = elapsed
         elapsed += STEP_SECONDS * (0.9 + 0.2 * rnd.random())
         loss = max(0.4, loss * 0.99985 + 0.02 * (rnd.random() - 0.5))
-        lr = base_lr * 0.5 * (1 + math.cos(math.pi * step / (job.fail_step * 10)))
-        rate = n / max(elapsed - epoch_start, 1e-3)
-        out.append(tqdm_segment(f"Epoch {epoch}", n, spe, elapsed - epoch_start, rate, f"loss={loss:.3g}, lr={lr:.3g}"))
+        lr = base_lr * 0.5 * (1 + math.cos(math.pi * step / total))
+        rate = step / max(elapsed, 1e-3)
+        bar = tqdm_segment("Steps", step, total, elapsed, rate, f"loss={loss:.3g}, lr={lr:.3g}")
+        out.append(bar)
         if rank0 and step % 10 == 0:
-            # HF Trainer prints its log dict through tqdm.write: clear the bar, print, redraw (FORMATS.md §9.3)
+            # HF-style log dict printed through tqdm.write: clear the bar, print, redraw (FORMATS.md §9.3)
             out.append("\r" + " " * 80 + "\r")
             out.append(f"{{'loss': {loss:.4f}, 'grad_norm': {0.8 + rnd.random():.4f}, 'learning_rate': {lr!r}, "
-                       f"'epoch': {step / spe:.2f}}}\n")
-            out.append(tqdm_segment(f"Epoch {epoch}", n, spe, elapsed - epoch_start, rate,
-                                    f"loss={loss:.3g}, lr={lr:.3g}"))
-        if n == spe:
-            out.append("\n")
+                       f"'epoch': {step / job.steps_per_epoch:.2f}}}\n")
+            out.append(bar)
         if step % job.eval_every == 0 and step % job.sample_every != 0:
             out.append("\n")
             for k in range(EVAL_BATCHES + 1):

@@ -18,6 +18,7 @@ from postmortem.discover import Source
 from postmortem.joins import normalize_bus_id
 
 MAX_EVENTS_PER_KIND = 5000
+MAX_MESSAGE_CHARS = 4096     # kernel records are < 1 KiB; longer lines are junk or hostile
 WRAP_MIN_CHARS = 60          # a physical line this long that is followed by an unprefixed line was wrapped
 PAD_RUN_RE = re.compile(r"(?<=\S) {20,}(?=\S)")  # terminal padding pasted into the middle of a word
 
@@ -33,10 +34,10 @@ PREFIX_RE = re.compile(
     r"(?:(?P<host>[\w.-]+) kernel:\s?)?"
     r"(?:\[\s*(?P<up2>\d+\.\d+)\]\s?)?")
 
-INVOKED_RE = re.compile(r"(?P<comm>.+?) invoked oom-killer: (?P<args>.*)")
 CONSTRAINT_RE = re.compile(r"oom-kill:constraint=(?P<constraint>\w+)(?P<rest>.*)")
+# comm is at most 15 chars in the kernel; the bound also keeps the lazy match linear on hostile lines.
 KILL_RE = re.compile(r"(?:(?P<scope>Memory cgroup out of memory|Out of memory(?: \(oom_kill_allocating_task\))?)"
-                     r": )?Kill(?P<ed>ed)? process (?P<pid>\d+) \((?P<comm>.*?)\)(?P<rest>.*)")
+                     r": )?Kill(?P<ed>ed)? process (?P<pid>\d+) \((?P<comm>.{0,64}?)\)(?P<rest>(?:[ ,].*)?)$")
 MEMCG_LIMIT_RE = re.compile(r"^memory: usage (?P<usage>\d+)kB, limit (?P<limit>\d+)kB")
 KV_KB_RE = re.compile(r"(?P<k>total-vm|anon-rss|file-rss|shmem-rss|pgtables):\s*(?P<v>\d+)\s*kB")
 XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9a-fA-F:.]+)\): (?P<xid>\d+)(?:, pid=(?P<pid>'?[^,]*?'?))?"
@@ -46,7 +47,7 @@ SXID_RE = re.compile(r"nvidia-nvswitch(?P<sw>\d+): SXid \((?:PCI:)?(?P<bus>[^)]*
 GPU_UUID_RE = re.compile(r"NVRM: GPU at PCI:(?P<bus>[0-9a-fA-F:.]+): (?P<uuid>GPU-[0-9a-fA-F-]+)")
 THE_GPU_RE = re.compile(r"NVRM: The NVIDIA GPU (?P<bus>[0-9a-fA-F:.]+)")
 BUS_IN_RE = re.compile(r"\b(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?)\b")
-AER_RE = re.compile(r"(?:(?P<drv>[\w-]+) (?P<dev>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d): )?AER: (?P<what>.*)")
+AER_RE = re.compile(r"(?:(?P<drv>[\w-]{1,40}) (?P<dev>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d): )?AER: (?P<what>.*)")
 EDAC_RE = re.compile(r"EDAC (?P<mc>\w+): (?P<count>\d+) (?P<kind>CE|UE) (?P<msg>.*)")
 
 
@@ -96,18 +97,19 @@ def iso_to_utc(text: str) -> str | None:
 def logical_lines(lines):
     """Undo terminal wrapping: drop padding runs inside a line and join an unprefixed line onto a long prefixed one."""
     pending: tuple[int, str] | None = None
-    pending_len = 0
+    pending_prefixed = False
+    last_len = 0
     for lineno, raw in lines:
         text = PAD_RUN_RE.sub("", raw.rstrip())
-        has_prefix = bool(parse_prefix(text)[0])
-        if pending is not None and not has_prefix and text.strip() and pending_len >= WRAP_MIN_CHARS \
-                and bool(parse_prefix(pending[1])[0]):
+        prefixed = bool(parse_prefix(text)[0])
+        if pending is not None and pending_prefixed and not prefixed and text.strip() \
+                and last_len >= WRAP_MIN_CHARS and len(pending[1]) + len(text) <= 2 * MAX_MESSAGE_CHARS:
             pending = (pending[0], pending[1] + text.strip())
-            pending_len = len(raw.rstrip())
+            last_len = len(raw.rstrip())
             continue
         if pending is not None:
             yield pending
-        pending, pending_len = (lineno, text), len(raw.rstrip())
+        pending, pending_prefixed, last_len = (lineno, text), prefixed, len(raw.rstrip())
     if pending is not None:
         yield pending
 
@@ -143,7 +145,7 @@ class _KernelLog:
 
     def feed(self, lineno: int, line: str) -> None:
         facts, msg = parse_prefix(line)
-        msg = msg.strip()
+        msg = msg.strip()[:MAX_MESSAGE_CHARS]
         if not msg:
             return
         if "oom" in msg or "Kill" in msg or msg.startswith("memory: usage"):
@@ -159,11 +161,11 @@ class _KernelLog:
 
     # ---- OOM killer
     def _oom(self, lineno: int, facts: dict, msg: str) -> bool:
-        # The phrase test first: INVOKED_RE's lazy `.+?` rescans the line from every start (quadratic on long lines).
-        m = INVOKED_RE.search(msg) if " invoked oom-killer: " in msg else None
-        if m:
-            args = dict(re.findall(r"(\w+)=([^,\s]+)", m.group("args")))
-            self.invoker = {"invoker": m.group("comm").strip()[-64:], "order": args.get("order"),
+        # A plain find, not a lazy `(.+?) invoked` regex, which rescans the line from every start (quadratic).
+        at = msg.find(" invoked oom-killer:")
+        if at > 0:
+            args = dict(re.findall(r"(\w+)=([^,\s]+)", msg[at:at + 500]))
+            self.invoker = {"invoker": msg[:at].strip()[-64:], "order": args.get("order"),
                             "gfp_mask": args.get("gfp_mask")}
             self.memcg_limit_kb = None
             return True

@@ -85,8 +85,8 @@ class Triggers:
                 f |= F_WINDOW
                 self.window_len[key] = win
         if b"%|" in key:
-            f |= F_BAR
-        if self.step_re.search(key):
+            f |= F_BAR  # a progress bar is sampled as one: words in its description do not make it a step line
+        elif self.step_re.search(key):
             f |= F_STEP
         elif self.weak_re is not None and self.weak_re.search(key):
             f |= F_WEAK
@@ -354,7 +354,9 @@ class LineScanner:
                     if sid in pending_step:
                         due.append(pending_step.pop(sid))
                     for ln, lazy in sorted(due, key=lambda t: t[0]):
-                        yield ln, lazy.text(), True
+                        text = lazy.text()
+                        if text is not None:
+                            yield ln, text, True
                     if f & F_WINDOW:
                         window_end = max(window_end, lineno + trig.window_of(key))
                     if b"\r" in line and (len(line) > KEY_MEMO_MAX or line.count(b"\r") > SEGMENT_LEVEL):

@@ -1,7 +1,6 @@
 """Other Python stack dumps found as text: gdb `bt`/`py-bt`, `hanging_threads`, faulthandler -> `stacks` rows."""
 from __future__ import annotations
 
-import mmap
 import re
 
 from parsers.base import ParseResult, register
@@ -365,17 +364,29 @@ def parse_stack_dump(source: Source) -> ParseResult:
 def _first_hit_line(path: str) -> int | None:
     """1-based line of the first faulthandler header, found by a raw byte scan (None when there is none).
 
-    Plain files are searched through mmap (C speed, no copy); gzip files are streamed in chunks."""
-    if not textio.is_gzip(path):
-        try:
-            with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                i = mm.find(PREFILTER)
-                if i < 0:
-                    return None
-                return sum(mm[o:min(o + _CHUNK, i)].count(b"\n") for o in range(0, i, _CHUNK)) + 1
-        except (OSError, ValueError):  # empty file, special file: fall back to streaming
-            pass
+    Plain files are read into one reused buffer (no allocation per chunk, bounded memory); gzip is streamed."""
+    keep = len(PREFILTER)
     lines_before = 0
+    if not textio.is_gzip(path):
+        buf = bytearray(_CHUNK + keep)
+        view = memoryview(buf)
+        have = 0  # bytes carried over from the previous chunk
+        try:
+            with open(path, "rb", buffering=0) as fh:
+                while True:
+                    n = fh.readinto(view[have:])
+                    if not n:
+                        return None
+                    end = have + n
+                    i = buf.find(PREFILTER, 0, end)
+                    if i >= 0:
+                        return lines_before + buf.count(b"\n", 0, i) + 1
+                    cut = max(0, end - keep)
+                    lines_before += buf.count(b"\n", 0, cut)
+                    buf[: end - cut] = buf[cut:end]
+                    have = end - cut
+        except OSError:
+            return None
     tail = b""
     try:
         with textio.open_binary(path) as fh:
@@ -383,13 +394,12 @@ def _first_hit_line(path: str) -> int | None:
                 chunk = fh.read(_CHUNK)
                 if not chunk:
                     return None
-                buf = tail + chunk
-                i = buf.find(PREFILTER)
+                data = tail + chunk
+                i = data.find(PREFILTER)
                 if i >= 0:
-                    return lines_before + buf.count(b"\n", 0, i) + 1
-                keep = len(PREFILTER)
-                lines_before += buf.count(b"\n", 0, len(buf) - keep)
-                tail = buf[-keep:]
+                    return lines_before + data.count(b"\n", 0, i) + 1
+                lines_before += data.count(b"\n", 0, len(data) - keep)
+                tail = data[-keep:]
     except OSError:
         return None
 

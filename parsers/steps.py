@@ -58,10 +58,30 @@ def _num(text: str | None) -> float | None:
         return None
 
 
+def _tqdm_search(message: str, max_bars: int = 8):
+    """TQDM_RE.search without its quadratic cost on long lines: the lazy desc would rescan from every start, so
+    anchor a match at the start of each `N%|` bar's description instead (same leftmost result)."""
+    start = 0
+    for _ in range(max_bars):
+        i = message.find("%|", start)
+        if i < 0:
+            return None
+        j = i
+        while j > 0 and message[j - 1].isdigit():
+            j -= 1
+        if j < i:
+            sep = max(message.rfind("|", 0, j), message.rfind("\r", 0, j)) + 1
+            m = TQDM_RE.match(message, sep)
+            if m:
+                return m
+        start = i + 2
+    return None
+
+
 def parse_step(message: str) -> dict | None:
     """A steps row (without the common columns) for a progress/step line, or None."""
     if "%|" in message:
-        m = TQDM_RE.search(message)
+        m = _tqdm_search(message)
         if m:
             desc = (m.group("desc") or "").strip()
             total = m.group("total")

@@ -62,7 +62,9 @@ SCHEME_SAMPLE = 400
 LINE_TRIGGERS = ["Traceback (most recent call last)", 'File "', "During handling of the above exception",
                  "The above exception was the direct cause", "Error", "Exception", "Exit", "Interrupt", "Failure",
                  "Timeout", "Fault", "Warning", "GLOBAL_RANK"]
-LINE_TRIGGERS_NOCASE = ["batch", "period", "every", "interval", "steps", "freq", "workers", "epochs", "timeout"]
+# CONFIG_RE needs one of these in its key (CONFIG_TRIGGER is looser: "steps" alone is also a tqdm description).
+LINE_TRIGGERS_NOCASE = ["batch", "period", "every", "interval", "_steps", "_freq", "frequency", "workers", "epochs",
+                        "timeout"]
 # Lines after these are handed over whatever they contain (traceback source lines, torchrun summary fields).
 WINDOW_TRIGGERS = {'File "': 2, "Traceback (most recent call last)": 2, "Root Cause (first observed failure)": 12,
                    "Failures:": 200}

@@ -75,10 +75,14 @@ def _collect(args) -> int:
         print("postmortem collect: error: no command given (postmortem collect --out DIR -- COMMAND ...)",
               file=sys.stderr)
         return 2
-    rc = collect(command, args.out,
-                 stall_after=DEFAULT_STALL_AFTER if args.stall_after is None else args.stall_after,
-                 smi_interval=DEFAULT_SMI_INTERVAL if args.smi_interval is None else args.smi_interval,
-                 analyze=not args.no_analyze, node=args.node, py_spy=args.py_spy, quiet=args.quiet)
+    try:
+        rc = collect(command, args.out,
+                     stall_after=DEFAULT_STALL_AFTER if args.stall_after is None else args.stall_after,
+                     smi_interval=DEFAULT_SMI_INTERVAL if args.smi_interval is None else args.smi_interval,
+                     analyze=not args.no_analyze, node=args.node, py_spy=args.py_spy, quiet=args.quiet)
+    except OSError as exc:  # the evidence directory cannot be made: said before the job starts
+        print(f"postmortem collect: error: {exc}", file=sys.stderr)
+        return 2
     return exit_like(rc)
 
 

@@ -84,7 +84,7 @@ def _pad(ax, lo: float, hi: float) -> None:
 
 
 def timeline_figure(model, lang: str = "en") -> Figure | None:
-    """Swimlanes: activity span per lane, errors, where each lane stopped, arrows from the root to the ranks that waited."""
+    """Swimlanes: activity span, errors and stop per lane; arrows from the root cause to the ranks that waited."""
     lanes = model.lanes
     if not lanes:
         return None

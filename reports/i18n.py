@@ -94,10 +94,13 @@ EN: dict[str, str] = {
     "rank_badge": "rank {rank}",
     "line_col": "line",
     # timeline
-    "timeline_intro": "One lane per rank (identical ranks grouped): the bar spans first to last activity, red marks are errors, the black tick is where the rank stopped, arrows run from the root cause to the ranks that waited for it.",
+    "timeline_intro": ("One lane per rank (identical ranks grouped): the bar spans first to last activity, red "
+                       "marks are errors, the black tick is where the rank stopped, arrows run from the root cause "
+                       "to the ranks that waited for it."),
     "timeline_empty": "No input line names its rank, so there is no per-rank timeline.",
     "timeline_axis_time": "Positions are UTC timestamps from the logs.",
-    "timeline_axis_line": "The logs carry no timestamps: positions are line numbers within each file, comparable only inside one file.",
+    "timeline_axis_line": ("The logs carry no timestamps: positions are line numbers within each file, "
+                           "comparable only inside one file."),
     "lane_ranks": "Ranks",
     "lane_count": "Count",
     "lane_role": "Role",
@@ -140,7 +143,8 @@ EN: dict[str, str] = {
     "gpu_lost": "lost",
     "gpu_ecc": "uncorrectable ECC {n}",
     # stacks
-    "stacks_intro": "Threads with identical stacks are one class; a class with few ranks (the odd ones out) is highlighted.",
+    "stacks_intro": ("Threads with identical stacks are one class; a class with few ranks (the odd ones out) is "
+                     "highlighted."),
     "stacks_empty": "No stack dumps (py-spy) among the inputs.",
     "stacks_thread": "Thread",
     "stacks_ranks": "Ranks",
@@ -161,7 +165,8 @@ EN: dict[str, str] = {
     "stacks_least_badge": "least progressed",
     "stacks_least": "Least progressed: {ranks}",
     # collectives
-    "coll_intro": "Last collective sequence number each rank reached, per process group; ranks behind the others are highlighted.",
+    "coll_intro": ("Last collective sequence number each rank reached, per process group; ranks behind the others are "
+                   "highlighted."),
     "coll_empty": "No collective records (watchdog messages or flight-recorder dumps).",
     "coll_pg": "Process group",
     "coll_seq": "Last seq",
@@ -188,7 +193,8 @@ EN: dict[str, str] = {
     "nccl_who": "Rank or process",
     "nccl_channels": "{rings} ring and {trees} tree lines",
     # findings
-    "findings_intro": "Everything else the rules concluded. A cascade is a consequence of the root cause, not a rival explanation.",
+    "findings_intro": ("Everything else the rules concluded. A cascade is a consequence of the root cause, not a rival "
+                       "explanation."),
     "findings_empty": "No other findings.",
     "f_confidence": "Confidence",
     "f_category": "Category",
@@ -317,7 +323,8 @@ ZH: dict[str, str] = {
     "why_no_line": "没有行号",
     "rank_badge": "rank {rank}",
     "line_col": "行",
-    "timeline_intro": "每个 rank 一条泳道（行为相同的 rank 合并）：横条从首次活动延伸到最后活动，红色标记为错误，黑色竖线为该 rank 停止的位置，箭头从根因指向等待它的 rank。",
+    "timeline_intro": ("每个 rank 一条泳道（行为相同的 rank 合并）：横条从首次活动延伸到最后活动，"
+                       "红色标记为错误，黑色竖线为该 rank 停止的位置，箭头从根因指向等待它的 rank。"),
     "timeline_empty": "没有任何输入行标明其 rank，因此无法绘制各 rank 时间线。",
     "timeline_axis_time": "横轴为日志中的 UTC 时间戳。",
     "timeline_axis_line": "日志没有时间戳：横轴为各文件内的行号，仅在同一文件内可比。",

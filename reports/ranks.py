@@ -93,8 +93,9 @@ def _activity(tables) -> pd.DataFrame:
     if len(ev):
         text = ev["message"].astype(str)
         key = ev["template"].where(ev["template"].notna(), text).astype(str)
+        kind = ev["kind"].astype(str)
         parts.append(pd.DataFrame({"rank": ev["rank"], "ts": ev["ts"], "source": ev["source"], "line": ev["line"],
-                                   "kind": ev["kind"].astype(str), "text": text, "key": ev["kind"].astype(str) + "|" + key,
+                                   "kind": kind, "text": text, "key": kind + "|" + key,
                                    "err": ev["level"].map(_is_error).astype(bool)}))
     tb = tables.tracebacks
     if len(tb):

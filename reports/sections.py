@@ -104,7 +104,8 @@ def stack_classes(stacks: pd.DataFrame, main_label: str = "MainThread") -> Stack
     if summary is None:
         summary = _merged_locally(stacks)
     out = summary.classes
-    out.sort(key=lambda c: (not (c.odd or c.least), c.thread != main_label, c.thread, c.count if c.odd else -c.count, c.ranks))
+    out.sort(key=lambda c: (not (c.odd or c.least), c.thread != main_label, c.thread,
+                            c.count if c.odd else -c.count, c.ranks))
     summary.hidden = max(0, len(out) - MAX_STACK_CLASSES)
     summary.classes = out[:MAX_STACK_CLASSES]
     return summary

@@ -242,7 +242,8 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
     t = i18n.catalogue(lang)
     tables = analysis.tables
     meta = tables.meta
-    anchors = {s: f"src-{i}" for i, s in enumerate(tables.sources["source"].astype(str))}
+    # The notebook fragment has no sources table, so its file names link nowhere.
+    anchors = {} if fragment else {s: f"src-{i}" for i, s in enumerate(tables.sources["source"].astype(str))}
     paths = {s.source: s.path for s in (analysis.sources or [])}
     verdict = _verdict(analysis, t)
     root = analysis.findings[0] if analysis.findings else None
@@ -265,8 +266,8 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
         evidence_intro=i18n.fmt(t, "evidence_intro", n=context),
         evidence_more=i18n.fmt(t, "evidence_more", n=ev_more) if ev_more else "",
         timeline_fig=None, timeline_rows=[], timeline_axis="", timeline_notes=[], steps_fig=None, steps_rows=[],
-        steps_phase="", gpu_fig=None, gpu_rows=[], gpu_note="", stack_classes=[], stacks_more="", stacks_least="", coll_rows=[],
-        coll_more="", nccl=None, nccl_channels="", findings=findings, gaps=gaps, gaps_script=gaps_script,
+        steps_phase="", gpu_fig=None, gpu_rows=[], gpu_note="", stack_classes=[], stacks_more="", stacks_least="",
+        coll_rows=[], coll_more="", nccl=None, nccl_channels="", findings=findings, gaps=gaps, gaps_script=gaps_script,
         sources=sources, sources_summary=src_summary, sources_more=src_more, fragment=fragment)
     if not fragment:
         _fill_rank_sections(view, analysis, t, figures, lang)
@@ -317,28 +318,37 @@ def _cited(text: str) -> str:
     return text if len(text) <= MAX_CITED_CHARS else text[:MAX_CITED_CHARS] + " …"
 
 
+def _line_no(v) -> int | None:
+    """A cited line number as a plain int (rules may hand over NumPy/pandas integers or None)."""
+    try:
+        return None if v is None or pd.isna(v) else int(v)
+    except (TypeError, ValueError):
+        return None
+
+
 def _evidence(root, t, paths, anchors, radius, limit) -> tuple[list[EvidenceItem], int]:
     if root is None or not root.evidence:
         return [], 0
     shown = root.evidence[:limit]
     wanted: dict[str, set[int]] = {}
     for e in shown:
-        path = paths.get(e.source)
-        if path and isinstance(e.line, int):
-            wanted.setdefault(path, set()).add(e.line)
+        path, line = paths.get(e.source), _line_no(e.line)
+        if path and line is not None:
+            wanted.setdefault(path, set()).add(line)
     ctx = read_context(wanted, radius) if radius > 0 else {}
     items = []
     for e in shown:
-        item = EvidenceItem(source=str(e.source), line=_str(e.line), rank=_str(e.rank), text=_cited(e.text),
+        line = _line_no(e.line)
+        rank = _line_no(e.rank)
+        item = EvidenceItem(source=str(e.source), line=_str(line), rank=_str(rank), text=_cited(e.text),
                             anchor=anchors.get(str(e.source), ""),
-                            rank_label=i18n.fmt(t, "rank_badge", rank=e.rank) if e.rank is not None else "")
+                            rank_label=i18n.fmt(t, "rank_badge", rank=rank) if rank is not None else "")
         path = paths.get(e.source)
-        got = ctx.get((path, e.line)) if path and isinstance(e.line, int) else None
+        got = ctx.get((path, line)) if path and line is not None else None
         if isinstance(got, list):
-            item.context = [ContextLine(no, text, no == e.line) for no, text in got]
+            item.context = [ContextLine(no, text, no == line) for no, text in got]
         elif radius > 0:
-            why = "why_no_line" if not isinstance(e.line, int) else \
-                "why_too_far" if got == "too_far" else "why_not_readable"
+            why = "why_no_line" if line is None else "why_too_far" if got == "too_far" else "why_not_readable"
             item.note = i18n.fmt(t, "evidence_no_context", why=t[why])
         items.append(item)
     return _merge_overlapping(items, shown, t), len(root.evidence) - len(shown)
@@ -360,13 +370,13 @@ def _merge_overlapping(items: list[EvidenceItem], cited, t) -> list[EvidenceItem
                     lines[c.no] = c
             block.context = [lines[n] for n in sorted(lines)]
             block.line = ", ".join(str(c.no) for c in block.context if c.hit)
-            if e.rank is not None:
-                ranks[j].add(int(e.rank))
+            if _line_no(e.rank) is not None:
+                ranks[j].add(_line_no(e.rank))
                 block.rank_label = i18n.fmt(t, "rank_badge", rank=rank_ranges(ranks[j]))
             continue
         by_source[item.source] = len(out)
         out.append(item)
-        ranks.append({int(e.rank)} if e.rank is not None else set())
+        ranks.append({_line_no(e.rank)} if _line_no(e.rank) is not None else set())
     return out
 
 

@@ -226,8 +226,9 @@ def _job_part_of(stderr: bytes) -> bytes:
 
 
 def test_evidence_environment_reaches_the_job_without_overriding_the_user(collector):
-    probe = ("import os, json; print(json.dumps({k: os.environ.get(k) for k in ('NCCL_DEBUG', 'NCCL_DEBUG_FILE', "
-             "'TORCH_FR_BUFFER_SIZE', 'TORCH_NCCL_TRACE_BUFFER_SIZE', 'PYTHONFAULTHANDLER', 'TORCHELASTIC_ERROR_FILE')}))")
+    names = ("NCCL_DEBUG", "NCCL_DEBUG_FILE", "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE",
+             "PYTHONFAULTHANDLER", "TORCHELASTIC_ERROR_FILE")
+    probe = f"import os, json; print(json.dumps({{k: os.environ.get(k) for k in {names!r}}}))"
     c = collector(["--no-analyze"], [PY, "-c", probe], env={"NCCL_DEBUG": "WARN", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0"})
     assert c.wait() == 0
     seen = json.loads(c.stdout)
@@ -253,8 +254,9 @@ def test_nvidia_smi_loop_runs_when_present_and_nothing_when_absent(collector, tm
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\necho \"$@\" > \"$(dirname \"$0\")/args\"\n"
                     "echo 'timestamp, index, pci.bus_id, name, memory.used [MiB], memory.total [MiB]'\n"
-                    "while true; do echo '2026/11/21 13:00:00.000, 0, 00000000:04:00.0, NVIDIA H100, 100 MiB, 81559 MiB';"
-                    " sleep 1; done\n")
+                    "while true; do\n"
+                    "  echo '2026/11/21 13:00:00.000, 0, 00000000:04:00.0, NVIDIA H100, 100 MiB, 81559 MiB'\n"
+                    "  sleep 1\ndone\n")
     fake.chmod(0o755)
     c2 = Collector(tmp_path / "second", ["--no-analyze", "--smi-interval", "2"],
                    [PY, "-c", "import time; time.sleep(1.5)"], env={"PATH": f"{fake.parent}:{os.environ['PATH']}"})

@@ -96,7 +96,8 @@ def test_local_rank_only_is_not_named_as_a_global_rank():
 
 
 def test_job_processes_reads_a_real_tree():
-    code = "import subprocess,sys,os; subprocess.run([sys.executable,'-c','import time; time.sleep(30)'], env={**os.environ,'RANK':'2'})"
+    code = ("import subprocess, sys, os; "
+            "subprocess.run([sys.executable, '-c', 'import time; time.sleep(30)'], env={**os.environ, 'RANK': '2'})")
     parent = subprocess.Popen([sys.executable, "-c", code])
     try:
         deadline = time.monotonic() + 20
@@ -173,3 +174,27 @@ def test_stall_is_dumped_once_per_silence_with_a_startup_grace():
     assert stall_reason(100.0 + STARTUP_GRACE_S - 1, 100.0, False, 3, None) is None  # still starting up
     assert stall_reason(100.0 + STARTUP_GRACE_S, 100.0, False, 3, None) == f"no output for {STARTUP_GRACE_S:g} s"
     assert stall_reason(10_000.0, 100.0, True, 0, None) is None                # 0 turns it off
+
+
+def test_text_only_streams_get_whole_characters_and_byte_streams_stay_as_they_are():
+    import io
+    from postmortem.collect.tee import binary_stream
+    text = io.StringIO()
+    sink = binary_stream(text)
+    snow = "❄".encode()
+    sink.write(b"a" + snow[:1])
+    sink.write(snow[1:] + b"b\n")
+    assert text.getvalue() == "a❄b\n"
+    raw = io.BytesIO()
+    assert binary_stream(raw) is raw
+
+
+def test_collect_from_python_returns_the_exit_status_and_writes_to_given_streams(tmp_path):
+    import io
+    from postmortem.collect import collect
+    out, err = io.StringIO(), io.BytesIO()
+    rc = collect([sys.executable, "-c", "print('héllo'); import sys; sys.exit(4)"], str(tmp_path), analyze=False,
+                 node="nb", stdout=out, stderr=err)
+    assert rc == 4 and out.getvalue() == "héllo\n"
+    assert b"postmortem collect: job ended (exit code 4)" in err.getvalue()
+    assert (tmp_path / "nb" / "manifest.json").exists()

@@ -361,6 +361,7 @@ def test_notebook_fragment_uses_the_same_templates(job):
     assert re.findall(r'<section id="([a-z]+)"', frag) == ["verdict", "evidence", "findings", "gaps"]
     full = render_html(job, generated_at="x")
     assert section(frag, "verdict") == section(full, "verdict")
+    assert 'href="#src-' not in frag   # no sources table in the fragment to link to
 
 
 def test_make_figures_returns_matplotlib_figures(job):

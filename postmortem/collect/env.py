@@ -20,7 +20,8 @@ def installed_torch_version() -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def evidence_env(environ: dict[str, str], node_dir: str, torch_version=_UNKNOWN) -> tuple[dict[str, str], dict[str, str]]:
+def evidence_env(environ: dict[str, str], node_dir: str,
+                 torch_version=_UNKNOWN) -> tuple[dict[str, str], dict[str, str]]:
     """Return (the job's environment, the variables added); a variable the user set, even to '', is never changed.
 
     Aliases are one setting: when the user set either name of a pair, neither is added (so an explicit

@@ -15,7 +15,7 @@ from typing import BinaryIO, Sequence
 from postmortem.collect import env as env_mod
 from postmortem.collect import manifest as manifest_mod
 from postmortem.collect import system
-from postmortem.collect.tee import Activity, Tee
+from postmortem.collect.tee import Activity, Tee, binary_stream
 from postmortem.collect.watchdog import StallWatchdog, find_pyspy
 
 DEFAULT_STALL_AFTER = 300.0   # below the 600 s NCCL default timeout, so stacks are taken while the job still hangs
@@ -52,12 +52,8 @@ def fresh_node_dir(out: str, node: str, sub: str | None) -> tuple[str, str | Non
     for n in range(1, 10_000):
         name = node if n == 1 else f"{node}.{n}"
         path = os.path.abspath(os.path.join(out, name, sub or ""))
-        try:
-            os.makedirs(path, exist_ok=True)
-            taken = bool(os.listdir(path))
-        except OSError:
-            taken = True
-        if not taken:
+        os.makedirs(path, exist_ok=True)  # an unwritable OUT is the caller's error, raised before the job starts
+        if not os.listdir(path):
             first = os.path.abspath(os.path.join(out, node, sub or ""))
             return path, (first if n > 1 else None)
     raise OSError(f"no free node directory under {out}")
@@ -79,15 +75,15 @@ def collect(command: Sequence[str], out: str, stall_after: float = DEFAULT_STALL
     """Run `command`, capturing evidence into `out/<node>/`; return its exit status (negative: killed by signal).
 
     The job runs unchanged: same arguments, inherited stdin, its stdout/stderr copied byte for byte to ours
-    (`stdout`/`stderr`, binary streams); evidence settings are added to its environment only where the user has
+    (`stdout`/`stderr`: binary or text streams); evidence settings are added to its environment only where the user has
     not set them. Signals are forwarded only when called from the main thread (handlers live there).
     """
     command = list(command)
     if not command:
         raise ValueError("no command to run")
     c = _Collector(command, out, stall_after, smi_interval, node, py_spy, quiet,
-                   stdout if stdout is not None else sys.stdout.buffer,
-                   stderr if stderr is not None else sys.stderr.buffer,
+                   binary_stream(sys.stdout if stdout is None else stdout),
+                   binary_stream(sys.stderr if stderr is None else stderr),
                    dict(os.environ if environ is None else environ))
     rc = c.run()
     if rc is not None and analyze:
@@ -135,7 +131,8 @@ class _Collector:
         self.py_spy_arg = py_spy
         self.pyspy = find_pyspy() if py_spy is None else (py_spy if py_spy and os.access(py_spy, os.X_OK) else None)
         first_on_node = base_env.get("SLURM_LOCALID", "0") == "0"  # one nvidia-smi loop per node
-        self.smi = system.SmiLoop(os.path.join(self.node_dir, "nvidia-smi.csv"), smi_interval) if first_on_node else None
+        smi_csv = os.path.join(self.node_dir, "nvidia-smi.csv")
+        self.smi = system.SmiLoop(smi_csv, smi_interval) if first_on_node else None
         self.record: dict = {"command": command, "node": node, "node_dir": self.node_dir,
                              "started": system.utc_now_iso(), "env_added": added,
                              "env_kept": sorted(k for k in EVIDENCE_VARS if k in base_env),
@@ -190,10 +187,14 @@ class _Collector:
             return None
         self.record.update(ended=system.utc_now_iso(), exit_code=rc if rc >= 0 else None,
                            signal=_signame(-rc) if rc < 0 else None)
-        self._kernel_log(start_epoch, start_uptime)
-        manifest_mod.remove_empty_dirs(self.node_dir)
-        path = manifest_mod.write_manifest(self.node_dir, self.record)
         status = f"exit code {rc}" if rc >= 0 else f"killed by {self.record['signal']}"
+        try:  # the job's exit status must come through even when the evidence disk is full or gone
+            self._kernel_log(start_epoch, start_uptime)
+            manifest_mod.remove_empty_dirs(self.node_dir)
+            path = manifest_mod.write_manifest(self.node_dir, self.record)
+        except OSError as exc:
+            self.notes.say(f"job ended ({status}); could not write the manifest: {exc}", always=True)
+            return rc
         self.notes.say(f"job ended ({status}); manifest: {path}")
         return rc
 
@@ -240,8 +241,9 @@ class _Collector:
             self.dog.join(WATCHDOG_JOIN_S)
             if self.smi is not None:
                 self.smi.stop()
+            drained_by = time.monotonic() + DRAIN_TIMEOUT_S
             for t in tees:
-                t.join(DRAIN_TIMEOUT_S)
+                t.join(max(0.0, drained_by - time.monotonic()))
             self.record["output_bytes"] = {t.stream: t.bytes for t in tees}
             self.record["missing"].extend({"what": f"{t.stream} copy", "why": t.log_error} for t in tees
                                           if t.log_error)

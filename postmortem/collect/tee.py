@@ -1,6 +1,8 @@
 """Copy a job's output pipe to the terminal unchanged and to a file with arrival timestamps, cheaply."""
 from __future__ import annotations
 
+import codecs
+import io
 import os
 import threading
 import time
@@ -53,6 +55,30 @@ class LineStamper:
             out += b"\n"
         self.at_line_start = ends
         return out
+
+
+class TextSink:
+    """A binary-write face for a text-only stream (Jupyter's stdout): decodes incrementally, so that a character
+    split across two chunks is not mangled."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def write(self, data: bytes) -> int:
+        self.stream.write(self.decoder.decode(data))
+        return len(data)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def binary_stream(stream) -> BinaryIO:
+    """A stream that takes bytes: a text stream's `.buffer`, a decoding adapter when it has none (Jupyter)."""
+    if not isinstance(stream, io.TextIOBase):
+        return stream
+    buf = getattr(stream, "buffer", None)
+    return buf if buf is not None else TextSink(stream)
 
 
 class Tee(threading.Thread):

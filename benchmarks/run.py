@@ -1,0 +1,239 @@
+"""Speed and scale benchmark: `postmortem analyze` against `grep` on generated failure trees, side by side.
+
+For each tree (see make_tree.py) it measures, in one run and on the same files:
+- `postmortem analyze TREE --format json -o report.html --quiet`: wall time, peak RSS (largest single process, as
+  /usr/bin/time reports it, and the sum over the process tree sampled every 20 ms), and whether the verdict is the
+  planted failure (category, phase, culprit rank);
+- `grep -c -E '<the trigger set>' -r TREE`: wall time (the floor: reading the bytes once, in C);
+- the ratio analyze/grep.
+Default rows: 128 / 512 / 2,048 ranks at 1 GiB, and 0.25 / 1 / 4 GiB at 512 ranks. Trees are deleted after use.
+
+    python benchmarks/run.py                       # the full table (needs ~5 GiB free under --workdir)
+    python benchmarks/run.py --rows 512:256MiB     # one quick row
+    python benchmarks/run.py --json results.json   # also write the numbers
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+import make_tree  # noqa: E402
+
+DEFAULT_ROWS = ["128:1GiB", "512:1GiB", "2048:1GiB", "512:256MiB", "512:4GiB"]
+
+
+def trigger_set() -> list[str]:
+    """The literal triggers the analyzer's prefilter looks for (format triggers + the line parser's own)."""
+    from parsers import textlog
+    trig = textlog._prefilter_triggers()
+    words = set(trig.pattern_text)
+    for w in textlog.LINE_TRIGGERS_NOCASE + textlog.STEP_TRIGGERS_NOCASE:
+        words.update({w, w.capitalize(), w.upper()})
+    words.update(textlog.STEP_TRIGGERS)
+    return sorted(words)
+
+
+def grep_pattern(words: list[str]) -> str:
+    """An ERE alternation of literal words."""
+    return "|".join("".join("\\" + c if c in ".[]()*+?{}|^$\\" else c for c in w) for w in words)
+
+
+def machine() -> dict:
+    """What the numbers were measured on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = None
+    try:
+        with open("/proc/meminfo") as fh:
+            mem = int(fh.readline().split()[1]) // 1024 // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    grep_v = subprocess.run(["grep", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = None
+    return {"cpu": cpu, "cores": os.cpu_count(), "mem_gib": mem, "python": platform.python_version(),
+            "os": platform.platform(), "grep": grep_v, "load_before": load}
+
+
+def _tree_rss(root_pid: int) -> int:
+    """Summed RSS (bytes) of a process and its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            pid, ppid, pages = int(name), int(fields[1]), int(fields[21])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(pid)
+        rss[pid] = pages * os.sysconf("SC_PAGE_SIZE")
+    total, stack = 0, [root_pid]
+    while stack:
+        p = stack.pop()
+        total += rss.get(p, 0)
+        stack.extend(children.get(p, []))
+    return total
+
+
+def run_measured(cmd: list[str], stdout=subprocess.DEVNULL) -> dict:
+    """Wall time, exit code, max single-process RSS (wait4) and peak summed tree RSS of a command."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE)
+    peak = [0]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            try:
+                peak[0] = max(peak[0], _tree_rss(proc.pid))
+            except OSError:
+                pass
+            done.wait(0.02)
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    done.set()
+    t.join()
+    err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return {"wall_s": wall, "rc": proc.returncode, "max_rss_mb": usage.ru_maxrss / 1024,
+            "tree_rss_mb": peak[0] / 1024 / 1024, "user_s": usage.ru_utime, "sys_s": usage.ru_stime,
+            "stderr": err[-2000:]}
+
+
+def warm(tree: str) -> int:
+    """Read every file once so both contenders start from the page cache."""
+    total = 0
+    for dirpath, _, files in os.walk(tree):
+        for f in files:
+            with open(os.path.join(dirpath, f), "rb") as fh:
+                while True:
+                    b = fh.read(1 << 22)
+                    if not b:
+                        break
+                    total += len(b)
+    return total
+
+
+def measure_row(ranks: int, size: int, seed: int, workdir: str, pattern: str, repeats: int, keep: bool) -> dict:
+    tree = os.path.join(workdir, f"tree_{ranks}r_{size >> 20}MiB_s{seed}")
+    if os.path.exists(tree):
+        shutil.rmtree(tree)
+    t0 = time.perf_counter()
+    manifest = make_tree.make_tree(tree, ranks=ranks, size=size, seed=seed)
+    gen_s = time.perf_counter() - t0
+    row = {"ranks": ranks, "size": size, "bytes": manifest["bytes"], "files": manifest["files"], "gen_s": gen_s,
+           "expected": manifest["expected"]}
+    try:
+        warm(tree)
+        greps, analyses = [], []
+        report = os.path.join(workdir, "report.html")
+        for _ in range(repeats):
+            with tempfile.TemporaryFile() as out:  # grep stops early when its output is /dev/null: keep it real
+                g = run_measured(["grep", "-c", "-E", pattern, "-r", tree], stdout=out)
+            greps.append(g)
+            a = run_measured([sys.executable, "-m", "postmortem.cli", "analyze", tree, "--format", "json",
+                              "-o", report, "--quiet"])
+            if a["rc"] != 0:
+                raise RuntimeError(f"analyze failed (rc {a['rc']}): {a['stderr']}")
+            analyses.append(a)
+        with open(report, encoding="utf-8") as fh:
+            result = json.load(fh)
+        g = min(greps, key=lambda r: r["wall_s"])
+        a = min(analyses, key=lambda r: r["wall_s"])
+        v = result.get("verdict") or {}
+        exp = manifest["expected"]
+        row.update({"grep_s": g["wall_s"], "analyze_s": a["wall_s"], "ratio": a["wall_s"] / g["wall_s"],
+                    "analyze_user_s": a["user_s"], "max_rss_mb": a["max_rss_mb"],
+                    "tree_rss_mb": max(r["tree_rss_mb"] for r in analyses),
+                    "verdict": {k: v.get(k) for k in ("category", "phase", "culprit_ranks", "step", "confidence",
+                                                      "rule")},
+                    "planted_found": (v.get("category") == exp["category"] and v.get("phase") == exp["phase"]
+                                      and v.get("culprit_ranks") == exp["culprit_ranks"]),
+                    "all_analyze_s": [r["wall_s"] for r in analyses], "all_grep_s": [r["wall_s"] for r in greps]})
+    finally:
+        if not keep:
+            shutil.rmtree(tree, ignore_errors=True)
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| ranks | size | files | grep s | analyze s | ratio | peak RSS MB (largest proc / tree) | verdict |\n"
+            "|---:|---:|---:|---:|---:|---:|---:|---|\n")
+    out = []
+    for r in rows:
+        v = r.get("verdict", {})
+        verdict = (f"{v.get('category')}/{v.get('phase')} ranks {v.get('culprit_ranks')} step {v.get('step')}"
+                   + (" ✓" if r.get("planted_found") else " ✗"))
+        out.append(f"| {r['ranks']} | {r['bytes'] / 2**30:.2f} GiB | {r['files']} | {r['grep_s']:.2f} | "
+                   f"{r['analyze_s']:.2f} | {r['ratio']:.1f}x | {r['max_rss_mb']:.0f} / {r['tree_rss_mb']:.0f} | "
+                   f"{verdict} |")
+    return head + "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", nargs="*", default=DEFAULT_ROWS, help="RANKS:SIZE pairs (default: the scaling table)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=2, help="runs of each contender per tree (best is reported)")
+    ap.add_argument("--workdir", default=None, help="where trees are built (default: a temp dir)")
+    ap.add_argument("--keep", action="store_true", help="keep the trees")
+    ap.add_argument("--json", help="also write the results here")
+    args = ap.parse_args(argv)
+    workdir = args.workdir or tempfile.mkdtemp(prefix="pm-bench-")
+    os.makedirs(workdir, exist_ok=True)
+    pattern = grep_pattern(trigger_set())
+    info = machine()
+    print(f"machine: {info['cpu']}, {info['cores']} cores, {info['mem_gib']} GiB, Python {info['python']}, "
+          f"{info['grep']}, load {info['load_before']}", flush=True)
+    rows = []
+    for spec in args.rows:
+        ranks, size = spec.split(":")
+        need = make_tree.parse_size(size) * 1.1
+        free = shutil.disk_usage(workdir).free
+        if free < need:
+            print(f"skip {spec}: {free >> 30} GiB free in {workdir}", flush=True)
+            continue
+        row = measure_row(int(ranks), make_tree.parse_size(size), args.seed, workdir, pattern, args.repeats,
+                          args.keep)
+        rows.append(row)
+        print(f"{spec}: grep {row['grep_s']:.2f}s analyze {row['analyze_s']:.2f}s ratio {row['ratio']:.1f}x "
+              f"rss {row['max_rss_mb']:.0f}/{row['tree_rss_mb']:.0f} MB verdict {row['verdict']}", flush=True)
+    print()
+    print(table(rows))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"machine": info, "rows": rows, "trigger_count": len(trigger_set())}, fh, indent=2)
+    if not args.workdir and not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
