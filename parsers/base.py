@@ -68,7 +68,7 @@ def _load_builtin() -> None:
     _LOADED = True
     import importlib
     for mod in ("parsers.textlog", "parsers.pyspy", "parsers.nvidia_smi", "parsers.torchrun_error",
-                "parsers.flight_recorder", "parsers.dmesg", "parsers.stackdump", "parsers.nccl",
+                "parsers.flight_recorder", "parsers.dmesg", "parsers.stackdump", "parsers.nccl", "parsers.collect_manifest",
                 "parsers.host_memory"):
         try:
             importlib.import_module(mod)

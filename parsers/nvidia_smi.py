@@ -326,7 +326,7 @@ class _SmiParser:
             return False
         for what in ("gpu", "apps"):
             fields = self.cmd_fields.get(what)
-            if fields and len(fields) == len(next(csv.reader([s], skipinitialspace=True))):
+            if fields and len(fields) == len(_csv_values(s)):
                 self._start_csv(fields)
                 return self._csv_row(lineno, s)
         if not self.warned_headerless and ("MiB" in s or _CSV_TS_RE.match(first)):
@@ -337,7 +337,7 @@ class _SmiParser:
         return False
 
     def _csv_row(self, lineno: int, s: str) -> bool:
-        values = s.split(",") if '"' not in s else next(csv.reader([s], skipinitialspace=True), [])
+        values = s.split(",") if '"' not in s else _csv_values(s)
         fields = self.csv_fields
         if len(values) > len(fields) and "name" in fields:  # a GPU/process name with a comma in it
             i = fields.index("name")
@@ -470,3 +470,11 @@ def parse_nvidia_smi(source: Source) -> ParseResult:
     result.lines, result.bytes = stats.lines, stats.bytes
     result.problems.extend(stats.problems)
     return result
+
+
+def _csv_values(s: str) -> list[str]:
+    """One CSV line's fields; a stray CR/quote that the csv module rejects falls back to a plain split."""
+    try:
+        return next(csv.reader([s], skipinitialspace=True), [])
+    except csv.Error:
+        return s.split(",")

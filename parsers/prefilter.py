@@ -7,7 +7,9 @@ redraw of a bar, every `Channel 03/0 : 5[5] -> 6[6] via P2P/IPC/read`), so the k
 verdict memoised. Deleting bytes maps an occurrence of a trigger inside the line to an occurrence of the equally
 normalised trigger inside the key, so a line that contains a trigger is never skipped.
 
-Policy for a file read this way (files below FAST_MIN_BYTES are read exhaustively by the caller instead):
+A line with none of the parser's triggers is skipped: it could not yield a row. Files smaller than
+SUMMARY_MIN_BYTES are otherwise handed over exactly as a line-by-line reader would (every progress, step and NCCL
+line included). Bigger files are summarised:
 - a line with an event trigger is handed over whole; a long `\\r`-joined line only with its trigger segments
   (a run of equal-shape segments, e.g. the redraws of one sampling bar, as its first and last segment);
 - progress-bar lines and step lines (HF log dicts, `step N | loss`, Megatron iterations) are sampled at a byte
@@ -26,7 +28,7 @@ from typing import Iterator
 from parsers.formats import trigger_regex
 from postmortem import textio
 
-FAST_MIN_BYTES = 256 * 1024   # smaller files: the caller reads every line (nothing sampled or counted)
+SUMMARY_MIN_BYTES = 256 * 1024  # smaller files: every progress/step/NCCL line is handed over (nothing summarised)
 CHUNK = 1 << 20
 LONG_LINE = 8 << 20           # a physical line is processed in pieces of at most this size
 KEY_MEMO_MAX = 4096           # keys longer than this are not memoised
@@ -244,8 +246,10 @@ def _last_segment_with(line: bytes, needle: bytes, end: int | None = None) -> by
 class LineScanner:
     """Iterate the interesting lines of one file: (line number, text, steps_only)."""
 
-    def __init__(self, path: str, stats: textio.ReadStats, size_hint: int, triggers: Triggers):
+    def __init__(self, path: str, stats: textio.ReadStats, size_hint: int, triggers: Triggers,
+                 exact: bool | None = None):
         self.stats, self.trig = stats, triggers
+        self.exact = size_hint < SUMMARY_MIN_BYTES if exact is None else exact
         self.fh = _open(path, stats)
         enc = textio.sniff_encoding(self.fh.peek(4096)[:4096])
         if enc not in ("utf-8", "utf-8-sig"):
@@ -320,6 +324,7 @@ class LineScanner:
 
     def __iter__(self) -> Iterator[tuple[int, str, bool]]:
         trig = self.trig
+        exact = self.exact
         memo_get = trig.memo.get
         flags_of = trig.flags
         stride = self.stride
@@ -347,6 +352,11 @@ class LineScanner:
                     yield lineno, _text(line), False
                     continue
                 if not f:
+                    continue
+                if exact:  # a small file: every line that can yield a row, as it is
+                    if f & F_WINDOW:
+                        window_end = max(window_end, lineno + trig.window_of(key))
+                    yield lineno, _text(line), not f & (F_EVENT | F_NCCL)
                     continue
                 if f & F_EVENT:
                     sid = _stream_id(line)

@@ -57,8 +57,8 @@ MAX_OPEN_GAP = 60          # lines without a frame after which an open traceback
 MAX_FRAMES = 200           # frames kept per traceback (innermost kept)
 MAX_EVENTS_PER_KIND = 5000  # per source: repeated lines beyond this are counted, not stored
 SCHEME_SAMPLE = 400
-# What the bytes prefilter (parsers/prefilter.py) needs to know about this parser, for files of FAST_MIN_BYTES and
-# more: a line that can yield a row contains a format trigger (parsers.formats) or one of these; the rest is skipped.
+# What the bytes prefilter (parsers/prefilter.py) needs to know about this parser: a line that can yield a row
+# contains a format trigger (parsers.formats) or one of these; the rest is skipped unread.
 LINE_TRIGGERS = ["Traceback (most recent call last)", 'File "', "During handling of the above exception",
                  "The above exception was the direct cause", "Error", "Exception", "Exit", "Interrupt", "Failure",
                  "Timeout", "Fault", "Warning", "GLOBAL_RANK"]
@@ -70,6 +70,7 @@ WINDOW_TRIGGERS = {'File "': 2, "Traceback (most recent call last)": 2, "Root Ca
                    "Failures:": 200}
 STEP_TRIGGERS = ["{'"]
 STEP_TRIGGERS_NOCASE = ["step", "iter", "batch"]
+WEAK_STEP_TRIGGERS_NOCASE = ["it"]  # GENERIC_STEP_RE's bare `it 12`: read in small files only
 
 
 def template_of(message: str) -> str:
@@ -383,7 +384,7 @@ def parse_textlog(source: Source) -> ParseResult:
         result.problems.append("repetitive lines summarised: " + ", ".join(f"{k} x{v}" for k, v in sorted(dropped.items())))
     if hostpid_rank:
         result.meta["hostpid_rank"] = hostpid_rank
-    if scanner is not None:
+    if scanner is not None and not scanner.exact:
         if any(scanner.nccl_counts.values()):
             result.meta["nccl_counts"] = {source.source: dict(scanner.nccl_counts)}
         result.meta["summarised"] = {source.source: dict(scanner.sampled)}
@@ -397,22 +398,20 @@ def _prefilter_triggers() -> prefilter.Triggers:
     return prefilter.compile_triggers(
         events=sorted({t for f in fmts.FORMATS for t in f.triggers} | set(LINE_TRIGGERS)),
         events_nocase=LINE_TRIGGERS_NOCASE, windows=WINDOW_TRIGGERS, steps=STEP_TRIGGERS,
-        steps_nocase=STEP_TRIGGERS_NOCASE, weak_steps_nocase=[])
+        steps_nocase=STEP_TRIGGERS_NOCASE, weak_steps_nocase=WEAK_STEP_TRIGGERS_NOCASE)
 
 
 def _line_source(source: Source, stats: textio.ReadStats):
     """(scanner or None, the first lines for prefix schemes, iterator of (line number, text, steps_only)).
 
-    Big UTF-8 files go through the bytes prefilter; small ones (and UTF-16) are read line by line, every line."""
-    if source.bytes >= prefilter.FAST_MIN_BYTES:
-        trig = _prefilter_triggers()
-        hint = source.bytes * (8 if source.compression else 1)
-        try:
-            scanner = prefilter.LineScanner(source.path, stats, hint, trig)
-        except prefilter.NotStreamable:
-            scanner = None
-        if scanner is not None:
-            return scanner, scanner.head_lines(SCHEME_SAMPLE), iter(scanner)
+    UTF-8 files go through the bytes prefilter (big ones summarised); UTF-16 ones are read line by line."""
+    hint = source.bytes * (8 if source.compression else 1)
+    try:
+        scanner = prefilter.LineScanner(source.path, stats, hint, _prefilter_triggers())
+    except prefilter.NotStreamable:
+        scanner = None
+    if scanner is not None:
+        return scanner, scanner.head_lines(SCHEME_SAMPLE), iter(scanner)
     lines_iter = textio.iter_lines(source.path, stats)
     head: list[tuple[int, str]] = []
     for item in lines_iter:

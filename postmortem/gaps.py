@@ -16,7 +16,15 @@ def evidence_gaps(tables, verdict) -> list[dict]:
                             "rank's activity is inferred from its last log line.",
                      "how": "for p in $(pgrep -f train.py); do py-spy dump --pid $p > pyspy_$p.txt; done  "
                             "(or run the job under `postmortem collect`)"})
-    if (cat in HANG_CATEGORIES or cat in ("nccl_error", "collective_timeout")) and "flight_recorder" not in kinds:
+    collector_env = tables.meta.get("collector_env") or {}
+    fr_on = any(k in collector_env for k in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"))
+    if (cat in HANG_CATEGORIES or cat in ("nccl_error", "collective_timeout")) and "flight_recorder" not in kinds and fr_on:
+        gaps.append({"missing": "flight-recorder traces",
+                     "why": "postmortem collect enabled the flight recorder, but no dump was written: gloo (CPU) "
+                            "process groups do not dump on timeout, and NCCL dumps only on a watchdog timeout.",
+                     "how": "call torch._C._distributed_c10d._dump_fr_trace_json(True, True) from a timeout handler, "
+                            "or reproduce on the NCCL backend"})
+    elif (cat in HANG_CATEGORIES or cat in ("nccl_error", "collective_timeout")) and "flight_recorder" not in kinds:
         gaps.append({"missing": "flight-recorder traces",
                      "why": "They record the last collectives of every rank (seq, op, sizes, state), which names "
                             "the lagging or mismatched rank directly.",

@@ -43,6 +43,7 @@ def build(sources: list[Source], results: list) -> Tables:
             "job": None})
         for table, trows in res.rows.items():
             rows[table].extend(trows)
+        meta.setdefault("collector_env", {}).update(res.meta.get("collector_env", {}))
         for key, value in res.meta.get("hostpid_rank", {}).items():
             meta["hostpid_rank"][key] = value
         for key in ("nccl_counts", "summarised"):  # bounded summaries of repetitive lines, per source

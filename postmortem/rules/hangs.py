@@ -120,10 +120,13 @@ def odd_rank_stack(tables):
     main = _main_threads(tables)
     if main.empty:
         return []
-    # Launcher agents (torchrun's elastic agent) only supervise; their stacks say nothing about the workers.
-    main = main[~main["frames"].map(lambda fr: "elastic/agent" in facts.frames_text(fr))]
     main = main.assign(_unit=[int(r) if pd.notna(r) else f"pid {p}" for r, p in zip(main["rank"], main["pid"])])
-    latest = main.sort_values("line").groupby("_unit", sort=False).tail(1)
+    # Several dump rounds (startup, stall): the latest per rank wins; dump folders are named by time, so path order
+    # is time order.
+    latest = main.sort_values(["source", "line"]).groupby("_unit", sort=False).tail(1)
+    # Launchers (torchrun's elastic agent) only supervise; their stacks say nothing about the workers.
+    latest = latest[~latest["frames"].map(lambda fr: any(w in facts.frames_text(fr) for w in
+                                                          ("elastic/agent", "torch/distributed/run.py", "launcher/api.py")))]
     if len(latest) < 2:
         return _single_process(tables)
     cls = {r["_unit"]: _classify(r["frames"]) for _, r in latest.iterrows()}
