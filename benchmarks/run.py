@@ -170,7 +170,8 @@ def measure_row(ranks: int, size: int, seed: int, workdir: str, pattern: str, re
         v = result.get("verdict") or {}
         exp = manifest["expected"]
         row.update({"grep_s": g["wall_s"], "analyze_s": a["wall_s"], "ratio": a["wall_s"] / g["wall_s"],
-                    "analyze_user_s": a["user_s"], "max_rss_mb": a["max_rss_mb"],
+                    "grep_cpu_s": g["user_s"] + g["sys_s"], "analyze_cpu_s": a["user_s"] + a["sys_s"],
+                    "max_rss_mb": a["max_rss_mb"],
                     "tree_rss_mb": max(r["tree_rss_mb"] for r in analyses),
                     "verdict": {k: v.get(k) for k in ("category", "phase", "culprit_ranks", "step", "confidence",
                                                       "rule")},
@@ -184,15 +185,16 @@ def measure_row(ranks: int, size: int, seed: int, workdir: str, pattern: str, re
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| ranks | size | files | grep s | analyze s | ratio | peak RSS MB (largest proc / tree) | verdict |\n"
-            "|---:|---:|---:|---:|---:|---:|---:|---|\n")
+    head = ("| ranks | size | files | grep s | analyze s | ratio | CPU s grep / analyze | peak RSS MB (largest process"
+            " / whole tree) | verdict |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
     out = []
     for r in rows:
         v = r.get("verdict", {})
         verdict = (f"{v.get('category')}/{v.get('phase')} ranks {v.get('culprit_ranks')} step {v.get('step')}"
                    + (" ✓" if r.get("planted_found") else " ✗"))
         out.append(f"| {r['ranks']} | {r['bytes'] / 2**30:.2f} GiB | {r['files']} | {r['grep_s']:.2f} | "
-                   f"{r['analyze_s']:.2f} | {r['ratio']:.1f}x | {r['max_rss_mb']:.0f} / {r['tree_rss_mb']:.0f} | "
+                   f"{r['analyze_s']:.2f} | {r['ratio']:.1f}x | {r['grep_cpu_s']:.2f} / {r['analyze_cpu_s']:.2f} | "
+                   f"{r['max_rss_mb']:.0f} / {r['tree_rss_mb']:.0f} | "
                    f"{verdict} |")
     return head + "\n".join(out) + "\n"
 
@@ -222,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         row = measure_row(int(ranks), make_tree.parse_size(size), args.seed, workdir, pattern, args.repeats,
                           args.keep)
+        row["load_after"] = os.getloadavg()[0]
         rows.append(row)
         print(f"{spec}: grep {row['grep_s']:.2f}s analyze {row['analyze_s']:.2f}s ratio {row['ratio']:.1f}x "
               f"rss {row['max_rss_mb']:.0f}/{row['tree_rss_mb']:.0f} MB verdict {row['verdict']}", flush=True)

@@ -30,6 +30,9 @@ NAMES: dict[str, list[str]] = {
     "dmesg": ["dmesg.txt", "kern.log", "syslog"],
     "torchrun_error": ["logs/attempt_0/0/error.json", "torchrun_error.json"],
     "flight_recorder": ["nccl_trace_rank_0", "fr/fr_rank_1.json", "trace_dump_2"],
+    "host_memory": ["free.txt", "meminfo.log", "vmstat.log"],
+    "stack_dump": ["faulthandler_rank0.txt", "stacks.txt"],
+    "collect_manifest": ["manifest.json"],
     "json": ["config.json"],
     "binary": ["core.bin"],
     "unknown": ["notes"],
@@ -114,7 +117,10 @@ def synthetic_seeds() -> dict[str, list[bytes]]:
     smi_csv = (b"timestamp, index, pci.bus_id, memory.used [MiB], memory.total [MiB], utilization.gpu [%]\n"
                b"2026/11/21 13:00:00.000, 0, 00000000:3B:00.0, 40000 MiB, 81920 MiB, 100 %\n"
                b"2026/11/21 13:00:05.000, 0, 00000000:3B:00.0, [Unknown Error], 81920 MiB, [N/A]\n")
+    manifest = {"collector": "postmortem-collect", "exit_code": -9, "signal": "SIGKILL", "started": 1, "ended": 2,
+                "env_added": {"NCCL_DEBUG": "INFO"}, "files": ["rank0.log"]}
     return {
+        "collect_manifest": [json.dumps(manifest, indent=1).encode()],
         "flight_recorder": [pickle.dumps(fr, protocol=4), json.dumps(fr).encode()],
         "pyspy_json": [json.dumps(pyspy).encode()],
         "torchrun_error": [json.dumps(err).encode()],

@@ -95,7 +95,7 @@ def parse_source(source: Source) -> ParseResult:
         except MemoryError:
             _note(result, f"{fn.__module__}: ran out of memory; partial result kept")
         except RecursionError:
-            _note(result, f"{fn.__module__} failed: content nested too deeply; not parsed")
+            _note(result, f"{fn.__module__}: content nested too deeply; not parsed")
         except OSError as exc:  # unreadable after discovery (permissions changed, file removed, I/O error)
             _note(result, f"cannot read: {exc.strerror or exc}")
         except Exception as exc:  # a parser bug or hostile input must not stop the analysis

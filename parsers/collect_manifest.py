@@ -20,7 +20,7 @@ def parse_manifest(source: Source) -> ParseResult:
     except (textio.InputProblem, ValueError, RecursionError) as exc:
         result.problems.append(f"manifest not readable: {exc}")
         return result
-    result.bytes, result.lines = stats.bytes, 1
+    result.bytes, result.lines = stats.bytes, stats.lines
     if not isinstance(data, dict):
         result.problems.append("manifest is not a JSON object")
         return result

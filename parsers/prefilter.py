@@ -30,7 +30,7 @@ from postmortem import textio
 
 SUMMARY_MIN_BYTES = 256 * 1024  # smaller files: every progress/step/NCCL line is handed over (nothing summarised)
 CHUNK = 1 << 20
-LONG_LINE = 8 << 20           # a physical line is processed in pieces of at most this size
+LONG_LINE = 8 << 20           # a line with neither `\n` nor `\r` is cut after this many bytes
 KEY_MEMO_MAX = 4096           # keys longer than this are not memoised
 MEMO_CAP = 200_000            # memo entries per process before it is cleared
 MAX_SAMPLES = 32              # sampled progress / step lines per file (plus the exact last ones)
@@ -92,13 +92,13 @@ class Triggers:
             f |= F_STEP
         elif self.weak_re is not None and self.weak_re.search(key):
             f |= F_WEAK
-        i = key.find(b"NCCLINFO")
-        if i < 0:
-            i = key.find(b"NCCLTRACE")
-            if i < 0:
-                i = key.find(b"NCCLCALL")
-        if i >= 0 and not f & F_EVENT:
-            rest = key[i + 8:]
+        rest = None
+        for level in (b"NCCLINFO", b"NCCLTRACE", b"NCCLCALL"):
+            i = key.find(level)
+            if i >= 0:
+                rest = key[i + len(level):]
+                break
+        if rest is not None and not f & F_EVENT:
             f |= (F_NCCL_CHANNEL if rest.startswith(b"Channel") else F_NCCL_RING if rest.startswith(b"Ring")
                   else F_NCCL_TREES if rest.startswith((b"Trees", b"Tree")) else F_NCCL_OTHER)
         return f
@@ -276,41 +276,43 @@ class LineScanner:
         """The first n lines (cleaned, decoded) without consuming them: for file-level prefix schemes."""
         if not self._pushback:
             self._pushback = self._read()
-        # only the start of a line tells its prefix scheme; a head line can be a megabyte of progress redraws
-        return [textio.clean(_decode(ln[:1024])) for ln in self._pushback.split(b"\n", n)[:n]]
+        buf, pos, out = self._pushback, 0, []
+        for _ in range(n):  # no split of the whole block: a head line can be a megabyte of progress redraws
+            j = buf.find(b"\n", pos)
+            end = len(buf) if j < 0 else j
+            out.append(textio.clean(_decode(buf[pos:min(end, pos + 1024)])))  # the start tells the prefix scheme
+            if j < 0:
+                break
+            pos = j + 1
+        return out
 
     def close(self) -> None:
         self.fh.close()
 
-    def _pieces(self) -> Iterator[tuple[bytes, bool]]:
-        """Cleaned runs of whole lines; the flag says the run's last line goes on in the next run."""
+    def _pieces(self) -> Iterator[tuple[list, bool]]:
+        """Runs of whole, cleaned lines; the flag says the run's last line goes on in the next run."""
         carry = b""
         while True:
             block = self._read()
             if not block:
                 if carry:
-                    yield carry, False
+                    yield _clean([carry], carry), False
                 return
             buf = carry + block if carry else block
-            cut = buf.rfind(b"\n")
-            if cut >= 0:
-                data, carry, cont = buf[:cut], buf[cut + 1:], False
-            elif len(buf) < LONG_LINE:
-                carry = buf
-                continue
-            else:
-                cr = buf.rfind(b"\r")
+            lines = buf.split(b"\n")
+            carry = lines.pop()
+            cont = False
+            if not lines:
+                cr = carry.rfind(b"\r") if len(carry) >= CHUNK else -1
                 if cr > 0:  # a very long progress line: cut between two redraws and go on with the same line
-                    data, carry, cont = buf[:cr], buf[cr:], True
+                    lines, carry, cont = [carry[:cr]], carry[cr:], True
+                elif len(carry) < LONG_LINE:
+                    continue
                 else:       # no break at all: keep the first LONG_LINE bytes, skip to the next newline
-                    data, carry, cont = buf[:LONG_LINE], b"", False
+                    lines, carry = [carry[:LONG_LINE]], b""
                     self.stats.truncated_lines += 1
                     self._skip_rest_of_line()
-            if b"\x00" in data:
-                data = data.replace(b"\x00", b"")
-            if b"\x1b" in data:
-                data = ANSI_BYTES_RE.sub(b"", data)
-            yield data, cont
+            yield _clean(lines, buf), cont
 
     def _skip_rest_of_line(self) -> None:
         while True:
@@ -323,6 +325,12 @@ class LineScanner:
                 return
 
     def __iter__(self) -> Iterator[tuple[int, str, bool]]:
+        try:
+            yield from self._scan()
+        finally:  # also when the consumer stops early
+            self.close()
+
+    def _scan(self) -> Iterator[tuple[int, str, bool]]:
         trig = self.trig
         exact = self.exact
         memo_get = trig.memo.get
@@ -337,8 +345,7 @@ class LineScanner:
         counts = [0, 0, 0, 0]
         cont = False
         progress = steps_n = 0
-        for data, cont_next in self._pieces():
-            lines = data.split(b"\n")
+        for lines, cont_next in self._pieces():
             for idx, line in enumerate(lines):
                 if not (cont and idx == 0):
                     lineno += 1
@@ -422,7 +429,6 @@ class LineScanner:
         for i, (_, name) in enumerate(NCCL_KINDS):
             self.nccl_counts[name] = counts[i]
         self.sampled = {"progress_lines": progress, "step_lines": steps_n}
-        self.close()
 
     # -- helpers that run only for the few lines handed over
     def _segments(self, lineno: int, line: bytes) -> Iterator[tuple[int, str, bool]]:
@@ -437,6 +443,8 @@ class LineScanner:
             k = seg.translate(None, DELETE)
             f = flags_of(k)
             if f & F_EVENT:
+                if f & F_BAR:  # redraws of one bar (same description) are one run, however its numbers change
+                    k = k[: k.find(b"%|")]
                 if k == prev_key:
                     run_last = seg
                     continue
@@ -484,6 +492,15 @@ class _Lazy:
         else:
             seg = self.scanner.step_segment(self.line)
         return None if seg is None else _text(seg)
+
+
+def _clean(lines: list, buf: bytes) -> list:
+    """NUL bytes and ANSI escapes out of lines (checked once on the whole block, where they are rare)."""
+    if b"\x00" in buf:
+        lines = [ln.replace(b"\x00", b"") for ln in lines]
+    if b"\x1b" in buf:
+        lines = [ANSI_BYTES_RE.sub(b"", ln) if b"\x1b" in ln else ln for ln in lines]
+    return lines
 
 
 def _decode(data: bytes) -> str:

@@ -404,7 +404,7 @@ def parse_pyspy_json(source: Source) -> ParseResult:
         result.problems.append(str(exc))
         return result
     text = data.decode("utf-8", "replace")
-    result.lines, result.bytes = text.count("\n") + 1, stats.bytes
+    result.lines, result.bytes = textio.line_count(text), stats.bytes
     values = _json_values(text, result.problems)
     procs: list[dict] = []
     bad = 0

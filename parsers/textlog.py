@@ -43,6 +43,9 @@ CONFIG_RE = regex.compile(
     r"(?i)(?:--|\b)(?P<key>[a-z_][\w.-]*?(?:batch_size|batch|_period|period|every|_interval|interval|_steps|_freq|"
     r"frequency|num_workers|epochs|timeout|ddp_timeout)\w*)['\"]?(?:\s*[=:]\s*|\s+)['\"]?(?P<value>\d+(?:\.\d+)?)\b")
 CONFIG_TRIGGER = re.compile(r"batch|period|every|interval|steps|freq|workers|epochs|timeout", re.I)  # stdlib: 5x faster
+# What any CONFIG_RE match contains (its key's end, then `=`/`:`/space and a digit): a cheap test before finditer.
+CONFIG_HINT_RE = re.compile(r"(?:batch|period|every|interval|_steps|_freq|frequency|num_workers|epochs|timeout)\w*"
+                            r"['\"]?(?:\s*[=:]\s*|\s+)['\"]?\d", re.I)
 WORK_KV_RE = regex.compile(r"(\w+(?:\(ms\))?)=([^,]+)")
 TEMPLATE_MASKS = [
     (regex.compile(r"0x[0-9a-fA-F]+"), "<HEX>"),
@@ -274,7 +277,7 @@ class _StepAccumulator:
         self.series: dict = {}
 
     def add(self, row: dict) -> None:
-        key = (row["rank"], row.get("desc"))
+        key = (row["rank"], row.get("host"), row.get("desc"))  # host too: rank-less lines of two nodes
         rows = self.series.setdefault(key, [])
         if rows and rows[-1].get("step") == row.get("step") and row.get("step") is not None:
             rows[-1] = row  # same step, newer state of the bar
@@ -306,6 +309,9 @@ def parse_textlog(source: Source) -> ParseResult:
     scanner, head_texts, items = _line_source(source, stats)
     scheme = _Scheme(head_texts)
     hostpid_rank: dict[str, int] = {}
+    # Stack dumps list frames, not log lines: `save_checkpoint (x.py:3)` is no save, a command line is no config
+    # echo, and `File "..."` frames are not a raised exception. Only failure lines (py-spy's own errors) count.
+    dump = source.kind in ("pyspy", "stack_dump")
     for lineno, raw, steps_only in items:
         segments = raw.split("\r") if "\r" in raw else [raw]
         if ".cpp:" in raw or "Traceback (" in raw:
@@ -333,7 +339,7 @@ def parse_textlog(source: Source) -> ParseResult:
                     steps.add(st)
                 continue
             key = rank if rank is not None else info.get("host")
-            consumed = tbs.feed(key, lineno, message, ctx)
+            consumed = False if dump else tbs.feed(key, lineno, message, ctx)
             summary.feed(lineno, message)
             if consumed:
                 continue
@@ -344,6 +350,8 @@ def parse_textlog(source: Source) -> ParseResult:
                     if nm.group("level") != "WARN":
                         continue
             for fmt, m in fmts.match_line(message):
+                if dump and fmt.level != "error":
+                    continue
                 n = per_kind.get(fmt.kind, 0)
                 if n >= MAX_EVENTS_PER_KIND:
                     dropped[fmt.kind] = dropped.get(fmt.kind, 0) + 1
@@ -364,7 +372,9 @@ def parse_textlog(source: Source) -> ParseResult:
                 result.add("events", row)
                 if fmt.kind in ("watchdog_timeout", "watchdog_status"):
                     _collective_row(result, source, lineno, ctx, fmt.kind, attrs)
-            if CONFIG_TRIGGER.search(message):
+            if dump:
+                continue
+            if CONFIG_HINT_RE.search(message):
                 for cm in CONFIG_RE.finditer(message):
                     result.add("events", {"source": source.source, "line": lineno, "rank": rank, "host": ctx["host"],
                                           "ts": ctx["ts"], "kind": "config", "message": message[:300],

@@ -108,7 +108,7 @@ def parse_torchrun_error(source: Source) -> ParseResult:
         return result
     finally:
         result.bytes = stats.bytes
-    result.lines = data.count(b"\n") + 1
+    result.lines = textio.line_count(data)
     rank = source.rank if source.rank is not None else source.local_rank
     ts = epoch_to_iso(stamp)
     common = {"source": source.source, "line": 1, "rank": rank, "host": source.host, "ts": ts}

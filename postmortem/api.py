@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
 from postmortem import discover as discover_mod
@@ -81,13 +82,33 @@ def parse_all(sources: list, jobs: int | None = None, engine: str = "local", sch
         # Largest files first so one big file does not finish last; chunks keep IPC small for many tiny files.
         order = sorted(range(len(sources)), key=lambda i: -sources[i].bytes)
         out = [None] * len(sources)
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            results = pool.map(parse_source, [sources[i] for i in order],
-                               chunksize=max(1, len(sources) // (workers * 8)))
-            for i, res in zip(order, results):
-                out[i] = res
-                bar.update(sources[i].bytes)
+        try:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                results = pool.map(parse_source, [sources[i] for i in order],
+                                   chunksize=max(1, len(sources) // (workers * 8)))
+                for i, res in zip(order, results):
+                    out[i] = res
+                    bar.update(sources[i].bytes)
+        except BrokenProcessPool:
+            _isolate(sources, out, bar)
         return out
+
+
+def _isolate(sources: list, out: list, bar) -> None:
+    """A parser process died (killed for memory, a crash in C code): parse what is left one file per process, so
+    the file that kills its process is named in its problem and every other file is still read."""
+    from parsers import parse_source
+    from parsers.base import ParseResult
+    for i, src in enumerate(sources):
+        if out[i] is not None:
+            continue
+        try:
+            with ProcessPoolExecutor(max_workers=1) as pool:
+                out[i] = pool.submit(parse_source, src).result()
+        except BrokenProcessPool:
+            out[i] = ParseResult(bytes=src.bytes, problems=[
+                "the parser process died while reading this file (killed, e.g. out of memory); not parsed"])
+        bar.update(src.bytes)
 
 
 def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = None, engine: str = "local",
@@ -117,6 +138,7 @@ def _failure_signals(tables) -> bool:
     ev = tables.events
     if len(tables.tracebacks):
         return True
-    if len(ev) and (ev["level"].isin(["E", "F"]) | ev["kind"].isin(["oom", "host_oom", "killed", "exit"])).any():
+    if len(ev) and (ev["level"].isin(["E", "F"]) | ev["kind"].isin(["oom", "host_oom", "killed"])).any():
         return True
-    return False
+    exits = ev[ev["kind"] == "exit"] if len(ev) else ev
+    return any(str(a.get("code", a.get("code2", a.get("code3", "1")))) not in ("0", "None") for a in exits["attrs"])

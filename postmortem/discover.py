@@ -209,14 +209,15 @@ def discover(path: str) -> list[Source]:
 
 def display_path(rel: str) -> str:
     """A path safe to print: undecodable bytes as \\xNN, control characters (newline, ESC) escaped."""
-    if any("\udc80" <= ch <= "\udcff" for ch in rel):
+    if not _CTRL_RE.search(rel):
+        return rel
+    if _SURROGATE_RE.search(rel):
         rel = os.fsencode(rel).decode("utf-8", "backslashreplace")
-    if _CTRL_RE.search(rel):
-        rel = _CTRL_RE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), rel)
-    return rel
+    return _CTRL_RE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), rel)
 
 
 _CTRL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_SURROGATE_RE = re.compile(r"[\udc80-\udcff]")
 
 
 def _walk(root: str):
@@ -300,8 +301,11 @@ def _outside(full: str, rel: str) -> Source:
 
 
 def _rel(full: str, root: str) -> str:
-    rel = os.path.relpath(full, root)
-    return rel.replace(os.sep, "/")
+    if full.startswith(root) and full[len(root):len(root) + 1] == os.sep:
+        rel = full[len(root) + 1:]  # the walk builds paths by joining onto root: no need for relpath's work
+    else:
+        rel = os.path.relpath(full, root)
+    return rel.replace(os.sep, "/") if os.sep != "/" else rel
 
 
 def _problem(full: str, root: str, why: str, kind: str = "unknown") -> Source:

@@ -241,6 +241,7 @@ def read_bounded(path: str, limit: int, stats: ReadStats | None = None) -> bytes
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise InputProblem(f"larger than {limit} bytes; not loaded")
+    stats.lines = line_count(data)
     return data
 
 
@@ -297,6 +298,12 @@ def iter_lines(path: str, stats: ReadStats | None = None) -> Iterator[tuple[int,
         text.close()
     if stats.truncated_lines:
         stats.problems.append(f"{stats.truncated_lines} line(s) longer than {MAX_LINE_CHARS} chars truncated")
+
+
+def line_count(data: bytes | str) -> int:
+    """Physical lines in a buffer the way iter_lines counts them: newlines, plus a last line without one."""
+    nl = b"\n" if isinstance(data, bytes) else "\n"
+    return data.count(nl) + (1 if data and not data.endswith(nl) else 0)
 
 
 def count_lines(path: str) -> int:

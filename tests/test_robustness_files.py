@@ -9,9 +9,11 @@ import pickle
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -145,16 +147,16 @@ def _mkwarm(tmp_path) -> bool:
 # ------------------------------------------------------------------------------------------------ gzip
 
 def test_gzip_bomb_stops_at_the_documented_expansion_bound(tmp_path):
-    # Multi-member gzip: each member is 16 MiB of one long line; 48 members expand to 768 MiB from ~0.8 MB.
-    member = gzip.compress(b"A" * ((16 << 20) - 1) + b"\n", compresslevel=9, mtime=0)
+    # Multi-member gzip: each member is 16 MiB of 1 KiB lines (~35 KB compressed); 24 members expand to 384 MiB.
+    member = gzip.compress((b"A" * 1023 + b"\n") * (16 << 10), compresslevel=9, mtime=0)
     path = tmp_path / "rank0.log.gz"
     with open(path, "wb") as fh:
         fh.write(gzip.compress((OOM + "\n").encode(), mtime=0))
-        for _ in range(48):
+        for _ in range(24):
             fh.write(member)
     size = path.stat().st_size
     bound = textio.expansion_bound(size)
-    assert bound == textio.MIN_EXPANSION_BYTES == 256 << 20  # max(256 MiB, 250 x ~0.8 MB)
+    assert bound == textio.MIN_EXPANSION_BYTES == 256 << 20  # max(256 MiB, 250 x ~0.85 MB)
     _mkwarm(tmp_path)
     out = _in_subprocess(_RSS_PRELUDE.format(warm=str(tmp_path / "warm")) + f"""
     from postmortem.discover import discover
@@ -302,7 +304,10 @@ def test_file_that_becomes_unreadable_after_discovery(tmp_path, monkeypatch):
 
 
 def test_100000_tiny_files_are_all_listed(tmp_path):
-    root = tmp_path / "many"
+    # Creating 100,000 files is disk-bound: use RAM-backed /dev/shm where there is one.
+    shm = "/dev/shm"
+    base = tempfile.mkdtemp(prefix="pm-many-", dir=shm) if os.access(shm, os.W_OK) else str(tmp_path)
+    root = Path(base) / "many"
     root.mkdir()
     n = 0
     for d in range(100):
@@ -319,7 +324,7 @@ def test_100000_tiny_files_are_all_listed(tmp_path):
     assert len({s.source for s in sources}) == 100_000
     assert not [s for s in sources if s.problem]
     assert sum(1 for s in sources if s.rank is not None) == 100_000
-    shutil.rmtree(root)
+    shutil.rmtree(base)
 
 
 def test_500_deep_directories(tmp_path):
@@ -560,3 +565,49 @@ def test_analysis_finishes_while_a_writer_keeps_appending(tmp_path):
     assert still_writing, "the analysis only finished when the writer stopped: it followed the growing file"
     assert a.verdict.category == "gpu_oom"
     assert _row(a, "rank0.log")["lines"] >= 20001
+
+
+# ------------------------------------------------------------------------------------------------ fuzz finds
+
+def test_long_line_with_a_progress_bar_is_linear_not_quadratic(tmp_path):
+    # Found by fuzz/run.py: TQDM_RE's lazy description rescanned the line from every start (a 70 KB line took
+    # 20 s; this one would take minutes). Ten such lines must parse in well under the deadline.
+    line = "loss " + "a" * 20000 + " 45%|" + "b" * 20000
+    (tmp_path / "rank0.log").write_text((line + "\n") * 10 + OOM + "\n")
+    a = _run_with_deadline(lambda: _analyze(tmp_path), 60)
+    assert a.verdict.category == "gpu_oom"
+
+
+def test_csv_line_with_a_quote_and_carriage_return(tmp_path):
+    # Found by fuzz/run.py: csv.reader raised csv.Error on an unquoted field holding a quote and a CR.
+    (tmp_path / "nvidia-smi.csv").write_bytes(
+        b"timestamp, index, memory.used [MiB], memory.total [MiB]\n"
+        b"2026/11/21 13:00:00.000, 0, 40000 MiB, 81920 MiB\n"
+        b'2026/11/21 13:00:05.000, 0, x"y\rz, 81920 MiB\n')
+    a = _analyze(tmp_path)
+    problem = _row(a, "nvidia-smi.csv")["problem"] or ""
+    assert " failed: " not in problem, problem
+
+
+@pytest.mark.skipif(__import__("multiprocessing").get_start_method() != "fork",
+                    reason="the patched parser reaches worker processes only through fork")
+def test_a_parser_process_that_dies_is_named_and_the_rest_parsed(tmp_path, monkeypatch):
+    """A file that kills its parser process (OOM killer, a crash in C code) costs that file only."""
+    import signal as signal_mod
+    from parsers import base
+    for r in range(4):
+        (tmp_path / f"rank{r}.log").write_text(OOM + "\n" if r == 3 else "step 1\n")
+    (tmp_path / "poison.log").write_text("step 2\n")
+
+    def killer(source):
+        if source.path.endswith("poison.log") and os.getpid() != parent:
+            os.kill(os.getpid(), signal_mod.SIGKILL)
+        return base.ParseResult()
+
+    parent = os.getpid()
+    monkeypatch.setitem(base._REGISTRY, "rank_log", [*base._REGISTRY.get("rank_log", []), killer])
+    a = postmortem.analyze(str(tmp_path), jobs=2)  # worker processes (fork) inherit the patched registry
+    assert "parser process died" in _row(a, "poison.log")["problem"]
+    for r in range(4):
+        assert _row(a, f"rank{r}.log")["problem"] is None
+    assert a.verdict.category == "gpu_oom" and a.verdict.culprit_ranks == [3]

@@ -1,0 +1,160 @@
+"""The bytes-level prefilter (parsers/prefilter.py): exact on small files, bounded summaries on big ones."""
+from __future__ import annotations
+
+import gzip
+import os
+
+import pytest
+
+from parsers import parse_source, prefilter, textlog
+from postmortem import textio
+from postmortem.discover import discover
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(ROOT, "..", "shared")
+TEXT_KINDS = ("rank_log", "nccl_log", "unknown", "dmesg", "pyspy", "nvidia_smi", "stack_dump")
+BAR = "Steps: {pct:3d}%|{bar:<10}| {n}/20000 [1:02:03<2:03:04,  2.71it/s, loss=2.31, lr=0.0003]"
+
+
+def _line_by_line(monkeypatch):
+    def refuse(*a, **k):
+        raise prefilter.NotStreamable("test")
+    monkeypatch.setattr(prefilter, "LineScanner", refuse)
+
+
+def _rows(res):
+    return {t: [tuple(sorted((k, str(v)) for k, v in r.items())) for r in rows] for t, rows in res.rows.items()}
+
+
+def _fixture_sources():
+    dirs = [os.path.join(ROOT, "samples"), os.path.join(ROOT, "tests", "rules"), os.path.join(ROOT, "tests", "fixtures"),
+            os.path.join(SHARED, "captured"), os.path.join(SHARED, "corpus")]
+    out = []
+    for d in dirs:
+        if os.path.isdir(d):
+            out += [s for s in discover(d) if s.kind in TEXT_KINDS and not s.problem]
+    return out
+
+
+def test_small_files_give_exactly_what_a_line_by_line_reader_gives(monkeypatch):
+    sources = _fixture_sources()
+    assert len(sources) > 50
+    fast = [textlog.parse_textlog(s) for s in sources]
+    _line_by_line(monkeypatch)
+    slow = [textlog.parse_textlog(s) for s in sources]
+    for s, a, b in zip(sources, fast, slow):
+        assert _rows(a) == _rows(b), s.source
+        assert (a.lines, a.problems) == (b.lines, b.problems), s.source
+
+
+def _bar(n):
+    pct = n * 100 // 20000
+    return "\r" + BAR.format(pct=pct, bar="█" * (pct // 10), n=n)
+
+
+def _big_log(tmp_path, name="rank5.log", steps=20000, tail=""):
+    """A raw rank log: NCCL init lines, 20,000 tqdm redraws on one physical line, then the tail."""
+    head = "".join(f"node-1:4242:4300 [5] NCCL INFO Channel {c:02d}/0 : 5[5] -> 6[6] via P2P/IPC/read\n" for c in range(32))
+    head += "node-1:4242:4300 [5] NCCL INFO comm 0x5a rank 5 nranks 8 cudaDev 5 busId 9a000 - Init COMPLETE\n"
+    body = "".join(_bar(n) for n in range(1, steps + 1))
+    p = tmp_path / name
+    p.write_text(head + body + tail, encoding="utf-8")
+    assert p.stat().st_size > prefilter.SUMMARY_MIN_BYTES
+    return p
+
+
+def test_big_file_progress_is_sampled_but_the_last_step_and_the_glued_error_are_exact(tmp_path):
+    tail = ("[rank5]:[E601 12:53:10.735151211 ProcessGroupNCCL.cpp:632] [Rank 5] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=77, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600043 "
+            "milliseconds before timing out.\n")
+    p = _big_log(tmp_path, tail=tail)
+    [src] = discover(str(p))
+    res = parse_source(src)
+    steps = res.rows["steps"]
+    assert len(steps) <= prefilter.MAX_SAMPLES + 4           # bounded, however long the run
+    assert steps[-1]["step"] == 20000 and steps[-1]["rank"] == 5
+    assert [s["step"] for s in steps] == sorted(s["step"] for s in steps)
+    wd = [e for e in res.rows["events"] if e["kind"] == "watchdog_timeout"]
+    assert len(wd) == 1 and wd[0]["attrs"]["seq"] == 77       # glued to a 1.9 MB line: a line reader cut it off
+    assert src.source in res.meta["summarised"]
+
+
+def test_nccl_topology_lines_are_counted_and_init_lines_kept(tmp_path):
+    p = _big_log(tmp_path)
+    [src] = discover(str(p))
+    res = parse_source(src)
+    assert res.meta["nccl_counts"][src.source]["channel"] == 32
+    [init] = res.rows["nccl"]
+    assert init["nccl_rank"] == 5 and init["nranks"] == 8
+
+
+def test_repeated_redraws_of_an_event_bar_are_one_run(tmp_path):
+    sampling = "".join(f"\rSampling: {k * 2:3d}%|{'█' * (k // 5):<10}| {k}/50 [00:{k:02d}<00:10,  1.90s/it]"
+                       for k in range(51))
+    p = _big_log(tmp_path, tail="\n" + sampling + "\n")
+    [src] = discover(str(p))
+    res = parse_source(src)
+    starts = [e for e in res.rows["events"] if e["kind"] == "sample_start"]
+    assert 1 <= len(starts) <= 3
+    sample_steps = [s for s in res.rows["steps"] if s["phase"] == "sample"]
+    assert sample_steps[-1]["step"] == 50
+    # and the training bar's state right before the sampling phase is there
+    train = [s for s in res.rows["steps"] if s["phase"] == "train"]
+    assert train[-1]["step"] == 20000 and train[-1]["line"] < sample_steps[0]["line"]
+
+
+def test_shape_keys_keep_every_trigger():
+    line = b"12:03:04 step 1234 | [rank3]:[E0601 1.2 ProcessGroupNCCL.cpp:632] Watchdog caught \xe2\x96\x88 x"
+    key = prefilter.normalise(line)
+    for trigger in ("Watchdog caught", "ProcessGroupNCCL.cpp:", "[rank"):
+        assert prefilter.normalise(trigger) in key
+    assert prefilter.normalise(b"a 1\t2#b") == b"ab"
+
+
+def test_gzip_big_file_and_utf16_file(tmp_path):
+    p = _big_log(tmp_path, tail="RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    gz = tmp_path / "rank6.log.gz"
+    gz.write_bytes(gzip.compress(p.read_bytes()))
+    p.unlink()
+    [src] = discover(str(gz))
+    res = parse_source(src)
+    assert any(e["kind"] == "cuda_error" for e in res.rows["events"])
+    assert res.rows["steps"][-1]["step"] == 20000
+    u16 = tmp_path / "win.log"
+    u16.write_bytes("step 3 loss 1.5\r\nRuntimeError: CUDA error: an illegal memory access was encountered\r\n"
+                    .encode("utf-16"))
+    [src] = discover(str(u16))
+    res = parse_source(src)
+    assert any(e["kind"] == "cuda_error" for e in res.rows["events"])
+
+
+def test_nul_ansi_and_crlf_in_a_big_file(tmp_path):
+    noise = "".join(f"\x1b[32mINFO\x1b[0m heartbeat {i}\r\n" for i in range(20000))
+    p = tmp_path / "x.log"
+    p.write_bytes((noise + "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient "
+                   "shared memory (shm).\x00\r\n").encode())
+    [src] = discover(str(p))
+    res = parse_source(src)
+    [ev] = [e for e in res.rows["events"] if e["kind"] == "dataloader"]
+    assert ev["line"] == 20001 and "\x00" not in ev["message"] and res.lines == 20001
+
+
+def test_a_line_without_breaks_is_cut_not_held(tmp_path, monkeypatch):
+    monkeypatch.setattr(prefilter, "LONG_LINE", 1 << 16)
+    monkeypatch.setattr(prefilter, "CHUNK", 1 << 14)
+    p = tmp_path / "runaway.log"
+    p.write_bytes(b"x" * (1 << 18) + b"\nRuntimeError: CUDA error: an illegal memory access was encountered\n")
+    stats = textio.ReadStats()
+    sc = prefilter.LineScanner(str(p), stats, p.stat().st_size, textlog._prefilter_triggers())
+    items = list(sc)
+    assert [ln for ln, _, _ in items] == [2] and stats.lines == 2
+    assert stats.truncated_lines == 1 and any("truncated" in pr for pr in stats.problems)
+
+
+@pytest.mark.parametrize("text", ["", "\n", "a\nb", "a\nb\n"])
+def test_line_counts_match_the_line_reader(tmp_path, text):
+    p = tmp_path / "c.log"
+    p.write_text(text)
+    stats = textio.ReadStats()
+    list(prefilter.LineScanner(str(p), stats, len(text), textlog._prefilter_triggers()))
+    assert stats.lines == textio.count_lines(str(p))
