@@ -6,6 +6,7 @@ A `date` line (or an ISO timestamp line) just before a snapshot becomes its `ts`
 """
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime
 
@@ -16,7 +17,7 @@ from postmortem.discover import Source
 FREE_HDR_RE = re.compile(r"^\s+total\s+used\s+free\s+shared\s+")
 VMSTAT_HDR_RE = re.compile(r"^\s*r\s+b\s+swpd\s+")
 FREE_CMD_RE = re.compile(r"\bfree\b(?P<args>(?:\s+-{1,2}[\w-]+(?:[= ]\d+)?)*)")
-VMSTAT_CMD_RE = re.compile(r"\bvmstat\b.*?-S\s*(?P<unit>[kKmM])")
+VMSTAT_CMD_RE = re.compile(r"\bvmstat\b.{0,80}?-S\s*(?P<unit>[kKmM])")
 DATE_RES = [
     (re.compile(r"^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} "
                 r"\d\d:\d\d:\d\d(?: [A-Z]{2,5})? \d{4}$"), None),
@@ -27,6 +28,7 @@ _FREE_FLAG_KIB = {"-b": 1 / 1024, "--bytes": 1 / 1024, "-k": 1.0, "--kibi": 1.0,
                   "-m": 1024.0, "--mebi": 1024.0, "--mega": 1e6 / 1024, "-g": 1024.0 ** 2, "--gibi": 1024.0 ** 2,
                   "--giga": 1e9 / 1024, "--tebi": 1024.0 ** 3, "--tera": 1e12 / 1024}
 _VMSTAT_UNIT_KIB = {"k": 1000 / 1024, "K": 1.0, "m": 1e6 / 1024, "M": 1024.0}
+MAX_SNAPSHOTS = 50_000  # per file; longer loops are thinned, keeping the last snapshot
 _SUFFIX_KIB = {"B": 1 / 1024, "K": 1.0, "M": 1024.0, "G": 1024.0 ** 2, "T": 1024.0 ** 3, "P": 1024.0 ** 4}
 
 
@@ -71,6 +73,8 @@ class _HostMem:
         self.pending_ts: str | None = None
         self.snap: dict | None = None
         self.index = 0
+        self.stride = 1
+        self.held: dict | None = None
 
     def feed(self, lineno: int, line: str) -> None:
         s = line.strip()
@@ -160,7 +164,9 @@ class _HostMem:
         snap, self.snap = self.snap, None
         if snap is None:
             return
-        attrs = {k: (round(v) if isinstance(v, float) else v) for k, v in snap["attrs"].items() if v is not None}
+        # inf/nan (a mangled "1e999 kB") have no integer value: dropped like a missing one.
+        attrs = {k: (round(v) if isinstance(v, float) else v) for k, v in snap["attrs"].items()
+                 if v is not None and not (isinstance(v, float) and not math.isfinite(v))}
         attrs["snapshot"] = self.index
         attrs["format"] = f"host-memory-{snap['tool']}"
         if snap["tool"] == "free":
@@ -169,12 +175,28 @@ class _HostMem:
         else:
             msg = (f"host memory (vmstat): free {attrs.get('free_kb')} kB, cache {attrs.get('cache_kb')} kB, "
                    f"swap used {attrs.get('swap_used_kb')} kB, si {attrs.get('si')} so {attrs.get('so')}")
-        self.result.add("events", {
-            "source": self.source.source, "line": snap["line"], "rank": self.source.rank, "host": self.source.host,
-            "ts": self.pending_ts, "kind": "host_mem", "message": msg, "template": f"host memory snapshot ({snap['tool']})",
-            "attrs": attrs, "level": "I", "pid": None})
+        row = {"source": self.source.source, "line": snap["line"], "rank": self.source.rank, "host": self.source.host,
+               "ts": self.pending_ts, "kind": "host_mem", "message": msg,
+               "template": f"host memory snapshot ({snap['tool']})", "attrs": attrs, "level": "I", "pid": None}
         self.pending_ts = None
         self.index += 1
+        if attrs["snapshot"] % self.stride:
+            self.held = row  # thinned out unless it is the last snapshot
+            return
+        self.held = None
+        kept = self.result.rows.setdefault("events", [])
+        kept.append(row)
+        if len(kept) > MAX_SNAPSHOTS:  # a very long loop: every other snapshot, always the last
+            self.stride *= 2
+            kept[:] = [r for r in kept if r["attrs"]["snapshot"] % self.stride == 0]
+
+    def finish(self) -> None:
+        """Flush the open snapshot and keep the last one even when thinning skipped it."""
+        self.flush()
+        if self.held is not None:
+            self.result.rows.setdefault("events", []).append(self.held)
+        if self.stride > 1:
+            self.result.problems.append(f"{self.index} memory snapshots; every {self.stride}th kept (and the last)")
 
 
 @register("host_memory")
@@ -185,7 +207,7 @@ def parse_host_memory(source: Source) -> ParseResult:
     mem = _HostMem(source, result)
     for lineno, line in textio.iter_lines(source.path, stats):
         mem.feed(lineno, line)
-    mem.flush()
+    mem.finish()
     result.lines, result.bytes = stats.lines, stats.bytes
     result.problems.extend(stats.problems)
     return result

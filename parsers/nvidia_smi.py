@@ -20,20 +20,20 @@ from postmortem.joins import normalize_bus_id
 
 MAX_XML_CHARS = 16 * 1024 * 1024  # one `-q -x` document; a real one is ~20 KB per GPU
 MAX_Q_LINES = 200_000             # one `-q` block
+MAX_GPU_ROWS = 200_000            # per file; longer loops are thinned, keeping the last snapshot
+MAX_TABLE_LINE = 200              # table rows are <= 89 chars; longer `|` lines are not table rows
 
 _TS_LINE_RE = re.compile(r"^(?P<ts>(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
                          r" +\d{1,2} \d\d:\d\d:\d\d)(?: (?P<tz>[A-Z]{2,5}))? (?P<year>\d{4})\s*$")
 _HEADER_RE = re.compile(r"NVIDIA-SMI (?P<smi>[\d.]+)\s+Driver Version: (?P<driver>[\d.]+)"
                         r"(?:\s+CUDA Version: (?P<cuda>[\d.]+|N/A))?")
-_ROW1_RE = re.compile(r"^\|\s+(?P<idx>\d+)\s+(?P<name>.+?)\s+(?P<persist>On|Off|WDDM|TCC|N/A)\s*\|\s+(?P<bus>[0-9A-Fa-f:.]+)\s+"
-                      r"(?P<disp>On|Off|N/A)\s*\|\s*(?P<ecc>\S+)\s*\|")
 _MEM_CELL_RE = re.compile(r"(?P<used>\d+)\s*MiB\s*/\s*(?P<total>\d+)\s*MiB")
-_PROC_RE = re.compile(r"^\|\s+(?P<gpu>\d+)\s+(?:(?P<gi>\S+)\s+(?P<ci>\S+)\s+)?(?P<pid>\d+)\s+(?P<type>C\+G|M\+C|C|G|M)\s+"
-                      r"(?P<name>.*?)\s+(?P<mem>\d+\s*MiB|N/A)\s*\|\s*$")
+_PERSIST = {"On", "Off", "WDDM", "TCC", "N/A"}
+_PROC_TYPES = {"C", "G", "M", "C+G", "M+C"}
 _LOST_RES = [
-    re.compile(r"Unable to determine the device handle for (?:GPU|gpu)\s?(?P<bus>[0-9A-Fa-f:.]+): (?P<why>.+)"),
+    re.compile(r"Unable to determine the device handle for (?:GPU|gpu)\s?(?P<bus>[0-9A-Fa-f:.]{1,24}): (?P<why>.+)"),
     re.compile(r"(?P<why>NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver)"),
-    re.compile(r"GPU (?P<bus>[0-9A-Fa-f]+:[0-9A-Fa-f:.]+):? (?P<why>GPU is lost)"),
+    re.compile(r"GPU (?P<bus>[0-9A-Fa-f]{1,8}:[0-9A-Fa-f:.]{1,16}):? (?P<why>GPU is lost)"),
 ]
 _CSV_TOKEN_RE = re.compile(r"^[a-z][a-z0-9_.]*(?: \[[^\]]+\])?$")
 _QUERY_CMD_RE = re.compile(r"--query-(?P<what>gpu|compute-apps)=(?P<fields>[\w.,]+)")
@@ -95,6 +95,37 @@ def _num(value: str | None) -> float | None:
         return q.number(value)
 
 
+def _gpu_row1(cells: list[str]) -> tuple[int, str, str] | None:
+    """First line of a GPU in the default table: `0  GeForce GTX 1080    Off` | `00000000:01:00.0  On` | `N/A`.
+
+    Split into tokens rather than matched with one regex: a name of free text between whitespace runs makes such a
+    regex backtrack polynomially on hostile lines."""
+    if len(cells) < 3:
+        return None
+    first, second = cells[0].split(), cells[1].split()
+    if len(first) < 3 or not first[0].isdigit() or first[-1] not in _PERSIST or len(second) != 2:
+        return None
+    if second[1] not in ("On", "Off", "N/A") or ":" not in second[0]:
+        return None
+    ecc = cells[2].split()
+    return int(first[0]), second[0], ecc[0] if ecc else ""
+
+
+def _process_row(cells: list[str]) -> dict | None:
+    """A process line: `0  N/A  N/A  255872  C  ...dist_matmul.x  33246MiB` (GI/CI columns only on newer drivers)."""
+    if len(cells) != 1:
+        return None
+    tok = cells[0].split()
+    if len(tok) < 5 or not tok[0].isdigit() or not (tok[-1].endswith("MiB") or tok[-1] == "N/A"):
+        return None
+    for pid_at in (1, 3):  # without / with the GI and CI columns
+        if len(tok) > pid_at + 2 and tok[pid_at].isdigit() and tok[pid_at + 1] in _PROC_TYPES:
+            mem = tok[-1][:-3] if tok[-1].endswith("MiB") else None
+            return {"pid": int(tok[pid_at]), "type": tok[pid_at + 1], "name": " ".join(tok[pid_at + 2:-1]),
+                    "used_mib": float(mem) if mem and mem.isdigit() else None, "gpu_index": int(tok[0])}
+    return None
+
+
 class _Snapshot:
     """GPUs seen since the last snapshot boundary, keyed by index/bus id, with processes waiting to be attached."""
 
@@ -126,6 +157,8 @@ class _SmiParser:
         self.cmd_fields: dict[str, list[str]] = {}
         self.warned_headerless = False
         self.meta: dict = {}
+        self.stride = 1
+        self.held: list[dict] = []
 
     # ---- snapshots and rows
     def close(self, ts: str | None = None) -> None:
@@ -159,7 +192,16 @@ class _SmiParser:
             target["processes"].append(proc)
         for row in rows:
             row["snapshot"] = self.index
-            self.result.add("gpu", row)
+        if self.index % self.stride:
+            self.held = rows  # thinned out unless it turns out to be the last snapshot
+            return
+        self.held = []
+        kept = self.result.rows.setdefault("gpu", [])
+        kept.extend(rows)
+        if len(kept) > MAX_GPU_ROWS:
+            # A very long loop: keep every other snapshot (and always the last), like the step series.
+            self.stride *= 2
+            kept[:] = [r for r in kept if r["snapshot"] % self.stride == 0]
 
     @staticmethod
     def _owner(rows: list[dict], proc: dict) -> dict | None:
@@ -230,6 +272,11 @@ class _SmiParser:
             self.mode = None
         self._end_section()
         self.close()
+        if self.held:
+            self.result.rows.setdefault("gpu", []).extend(self.held)
+        if self.stride > 1:
+            self.result.problems.append(f"{self.index} nvidia-smi snapshots; every {self.stride}th kept "
+                                        "(and the last)")
         if self.meta:
             self.result.meta["nvidia_smi"] = dict(self.meta)
 
@@ -266,19 +313,17 @@ class _SmiParser:
             if hm.group("cuda") and hm.group("cuda") != "N/A":
                 self.meta["cuda_version"] = hm.group("cuda")
             return
-        if not s.startswith("|"):
-            return
-        m = _ROW1_RE.match(s)
-        if m:
-            idx = int(m.group("idx"))
-            if idx in self.snap.gpus:
-                self.close()
-            ecc = m.group("ecc")
-            self.snap.awaiting_row2 = self._gpu(
-                idx, lineno, gpu_index=idx, bus_id=normalize_bus_id(m.group("bus")),
-                ecc_uncorrected=float(ecc) if ecc.isdigit() else None)
+        if not s.startswith("|") or len(s) > MAX_TABLE_LINE:
             return
         cells = [c.strip() for c in s.strip("|").split("|")]
+        row1 = _gpu_row1(cells)
+        if row1:
+            idx, bus, ecc = row1
+            if idx in self.snap.gpus:
+                self.close()
+            self.snap.awaiting_row2 = self._gpu(idx, lineno, gpu_index=idx, bus_id=normalize_bus_id(bus),
+                                                ecc_uncorrected=float(ecc) if ecc.isdigit() else None)
+            return
         if self.snap.awaiting_row2 is not None and len(cells) >= 3:
             mm = _MEM_CELL_RE.search(cells[1])
             if mm:
@@ -292,13 +337,10 @@ class _SmiParser:
                 row["util_pct"] = float(u.group(1)) if u else None
                 self.snap.awaiting_row2 = None
                 return
-        pm = _PROC_RE.match(s)
-        if pm:
-            mem = pm.group("mem")
-            self.snap.apps.append({"pid": int(pm.group("pid")), "type": pm.group("type"),
-                                   "name": pm.group("name").strip(),
-                                   "used_mib": float(mem.replace("MiB", "")) if "MiB" in mem else None,
-                                   "gpu_index": int(pm.group("gpu")), "_line": lineno})
+        proc = _process_row(cells)
+        if proc:
+            proc["_line"] = lineno
+            self.snap.apps.append(proc)
 
     # ---- CSV
     @staticmethod

@@ -7,7 +7,6 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 _NUM_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)")
-_KV_RE = re.compile(r"^(?P<key>\S.*?)\s*:\s?(?P<val>.*)$")
 _UNIT_TO_MIB = {"mib": 1.0, "gib": 1024.0, "kib": 1 / 1024, "mb": 1.0, "gb": 1024.0, "b": 1 / 1024 ** 2}
 HEALTH_KEYS = ("ecc_volatile_uncorrected", "ecc_volatile_corrected", "ecc_aggregate_uncorrected",
                "ecc_aggregate_corrected", "retired_sbe", "retired_dbe", "retired_pending",
@@ -70,12 +69,16 @@ def q_tree(lines: list[tuple[int, str]]) -> Node:
     root = Node("", None, 0)
     stack: list[tuple[int, Node]] = [(-1, root)]
     for lineno, text in lines:
-        if not text.strip() or text.lstrip().startswith("====="):
-            continue
+        if not text.strip() or text.lstrip().startswith("=====") or len(text) > 2000:
+            continue  # real `-q` lines are short; a very long one is junk (and would make the key match slow)
         indent = len(text) - len(text.lstrip(" "))
         body = text.strip()
-        m = _KV_RE.match(body) if " : " in f" {body} " or body.endswith(":") else None
-        node = Node(m.group("key").strip(), m.group("val").strip(), lineno) if m else Node(body, None, lineno)
+        # `Key<spaces>: Value` (or `Key :` when empty); found with str.find, not a lazy regex (linear on junk).
+        sep = body.find(" :")
+        if sep > 0 and (body[sep + 2:sep + 3] in ("", " ")):
+            node = Node(body[:sep].strip(), body[sep + 2:].strip(), lineno)
+        else:
+            node = Node(body, None, lineno)
         while stack[-1][0] >= indent:
             stack.pop()
         stack[-1][1].children.append(node)

@@ -18,6 +18,7 @@ from postmortem.discover import Source
 
 MAX_ERROR_FILE = 4 * 1024 * 1024   # a real error.json is a few KB
 MAX_FRAMES = 200
+MAX_LINE = 4000
 LOOSE_EXC_RE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:::[\w]+)*)(?::\s?(?P<msg>.*))?$")
 
 
@@ -39,6 +40,8 @@ def parse_callstack(text: str) -> list[dict]:
     started = False
     lines = text.splitlines()
     for i, line in enumerate(lines):
+        if len(line) > MAX_LINE:
+            continue  # real frame/exception lines are short; long junk would make the frame regex slow
         if line.strip() == "Traceback (most recent call last):":
             frames, started = [], True
             continue
@@ -57,10 +60,11 @@ def parse_callstack(text: str) -> list[dict]:
         if em:
             msg = em.group("msg") or ""
             # The message may continue on following unindented lines until a blank line or a chain marker.
-            for nxt in lines[i + 1:]:
-                if not nxt.strip() or CHAIN_RE.match(nxt.strip()) or nxt.startswith("Traceback ("):
+            for nxt in lines[i + 1:i + 50]:
+                if not nxt.strip() or len(msg) > 2000 or CHAIN_RE.match(nxt.strip()[:200]) \
+                        or nxt.startswith("Traceback ("):
                     break
-                msg += "\n" + nxt
+                msg += "\n" + nxt[:2000]
             out.append({"exc_type": em.group("type"), "exc_message": msg[:2000],
                         "frames": list(reversed(frames[-MAX_FRAMES:])), "offset": i})
             frames, started = [], False

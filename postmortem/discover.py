@@ -85,11 +85,11 @@ _SMI_TEXT = re.compile(rb"NVIDIA-SMI \d|==============NVSMI LOG|<nvidia_smi_log>
                        rb"Unable to determine the device handle for GPU|No devices were found|NVIDIA-SMI has failed")
 # Default-table GPU rows (also grep excerpts of them): `|   0  GeForce GTX 1080    Off  | 00000000:01:00.0  On |`
 # and `| 58%   70C    P2    67W / 200W |   1906MiB /  8111MiB |`.
-_SMI_ROWS = re.compile(rb"^\|\s+\d+\s+\S.*?\s(?:On|Off)\s*\|\s+[0-9A-Fa-f]+:[0-9A-Fa-f:.]+\s|"
-                       rb"^\|.*?\d+MiB\s*/\s*\d+MiB\s*\|", re.M)
+_SMI_ROWS = re.compile(rb"^\|\s{1,8}\d{1,3}\s+\S[^|\n]{0,60}?\s(?:On|Off)\s*\|\s+[0-9A-Fa-f]{4,8}:[0-9A-Fa-f:.]{4,12}\s|"
+                       rb"^\|[^|\n]{1,60}\|\s*\d{1,7}MiB\s*/\s*\d{1,7}MiB\s*\|", re.M)  # bounded: linear on junk
 _SMI_CSV = re.compile(rb"^(?:timestamp|index|name|pci\.bus_id|uuid|gpu_uuid|gpu_bus_id|pid|memory\.\w+|utilization\.\w+|"
                       rb"temperature\.\w+|power\.[\w.]+)(?: \[[^\]]+\])?(?:, [a-z][\w.]*(?: \[[^\]]+\])?)+\s*$|"
-                      rb"nvidia-smi .*--query-(?:gpu|compute-apps)=", re.M)
+                      rb"nvidia-smi .{0,200}?--query-(?:gpu|compute-apps)=", re.M)
 # `free` (repeated) and `vmstat` output: host memory snapshots.
 _FREE_HDR = re.compile(rb"^\s+total\s+used\s+free\s+shared\s+(?:buff/cache|buffers)", re.M)
 _FREE_ROW = re.compile(rb"^(?:Mem|Swap|Low|High|Total|-/\+ buffers/cache):\s+\S", re.M)

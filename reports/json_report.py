@@ -16,7 +16,8 @@ def to_dict(analysis) -> dict:
     for _, r in src_rows.iterrows():
         sources.append({"source": r["source"], "kind": r["kind"],
                         "rank": _int(r["rank"]),
-                        "bytes": _int(r["bytes"]), "lines": _int(r["lines"]), "problem": r["problem"]})
+                        "bytes": _int(r["bytes"]), "lines": _int(r["lines"]),
+                        "problem": r["problem"] if isinstance(r["problem"], str) else None})
     return {
         "schema_version": SCHEMA_VERSION,
         "input": analysis.input,
@@ -39,4 +40,5 @@ def _int(v):
 
 def to_json(analysis, indent: int | None = 2) -> str:
     """Analysis -> contract JSON text."""
-    return json.dumps(to_dict(analysis), indent=indent, ensure_ascii=False, default=str)
+    # allow_nan=False: the contract is strict JSON; a NaN slipping through is a bug to see, not to ship.
+    return json.dumps(to_dict(analysis), indent=indent, ensure_ascii=False, default=str, allow_nan=False)

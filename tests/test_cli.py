@@ -65,3 +65,11 @@ def test_every_option_is_documented_in_readme():
             if long and long[0] != "--help" and long[0] not in readme:
                 missing.append(long[0])
     assert not missing, f"undocumented options: {missing}"
+
+
+def test_json_is_strict_no_nan(capsys):
+    nvsmi = os.path.join(ROOT, "tests", "fixtures", "nvidia_smi")
+    assert main(["analyze", nvsmi, "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    json.loads(out, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    assert "NaN" not in out

@@ -131,3 +131,15 @@ def test_event_flood_is_capped(tmp_path, monkeypatch):
     p.write_text("".join(f"[{i}.0] NVRM: Xid (PCI:0000:01:00): 13, pid=1, name=x, boom\n" for i in range(10)))
     result = dm.parse_dmesg(Source(path=str(p), source="dmesg", kind="dmesg"))
     assert len(result.rows["events"]) == 3 and any("x7 not kept" in pr for pr in result.problems)
+
+
+def test_long_hostile_lines_are_handled(tmp_path):
+    # Shapes that made lazy or unbounded regexes quadratic; a regression shows as a stuck test, not a timing.
+    n = 20000
+    p = tmp_path / "dmesg"
+    p.write_text("\n".join(["[1.0] oom " + "a" * n, "[1.0] " + "Kill process 1 (" * (n // 16),
+                            "[1.0] " + "a" * n + " AER: x", "[1.0] x" + " " * n + "y",
+                            "[1.0] " + "x invoked oom-killer:" * 1000, "[1.0] " + "a" * 100]
+                           + ["b" * 100] * 5000) + "\n")
+    result = parse_dmesg(Source(path=str(p), source="dmesg", kind="dmesg"))
+    assert not [e for e in result.rows.get("events", []) if e["kind"] == "kernel_oom_kill"]

@@ -77,3 +77,14 @@ def test_sniff_host_memory_but_not_a_log_that_prints_free_once():
                       b" 1  0      0 100 10 300 0 0 0 0 1 1 1 1 98 0 0\n", "vm") == "host_memory"
     log = b"".join(b"epoch 1 step %d loss 0.5\n" % i for i in range(20)) + free
     assert sniff_kind(log, "rank0.log") == "rank_log"
+
+
+def test_long_loops_are_thinned_keeping_the_last(tmp_path, monkeypatch):
+    import parsers.host_memory as hm
+    monkeypatch.setattr(hm, "MAX_SNAPSHOTS", 8)
+    block = "              total        used        free      shared  buff/cache   available\nMem: 100 {u} 1 1 1 1\n"
+    p = tmp_path / "free.log"
+    p.write_text("".join(block.format(u=i) for i in range(30)))
+    result = hm.parse_host_memory(Source(path=str(p), source="free.log", kind="host_memory"))
+    used = [r["attrs"]["used_kb"] for r in result.rows["events"]]
+    assert len(used) <= 9 and used[0] == 0 and used[-1] == 29 and result.problems

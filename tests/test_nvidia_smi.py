@@ -179,3 +179,26 @@ def test_random_bytes_do_not_raise(tmp_path):
     p.write_bytes(bytes(rng.randrange(256) for _ in range(20000)) + b"\n| 0 x On | zz Off | q |\n<?xml")
     result = parse_nvidia_smi(Source(path=str(p), source="junk", kind="nvidia_smi"))
     assert isinstance(result.rows.get("gpu", []), list)
+
+
+def test_long_junk_lines_parse_in_linear_time(tmp_path):
+    # Table rows, lost-GPU text and `-q` keys are free text between whitespace runs; these lines made earlier
+    # regex versions backtrack polynomially. Correct output here, no timing: a regression shows as a stuck test.
+    p = tmp_path / "junk.txt"
+    n = 20000
+    p.write_text("\n".join(["|  0 " + " " * n + "|", "| 0 x " + "On " * (n // 3) + "|",
+                            "Unable to determine the device handle for GPU" + "0:" * n,
+                            "==============NVSMI LOG==============", "    a" + " " * n + " : b"]) + "\n")
+    result = parse_nvidia_smi(Source(path=str(p), source="junk.txt", kind="nvidia_smi"))
+    assert not result.rows.get("gpu")
+
+
+def test_long_loops_are_thinned_keeping_the_last_snapshot(tmp_path, monkeypatch):
+    import parsers.nvidia_smi as smi
+    monkeypatch.setattr(smi, "MAX_GPU_ROWS", 10)
+    p = tmp_path / "loop.csv"
+    p.write_text("index, memory.used [MiB]\n" + "".join(f"{g}, {i} MiB\n" for i in range(25) for g in range(2)))
+    result = smi.parse_nvidia_smi(Source(path=str(p), source="loop.csv", kind="nvidia_smi"))
+    snaps = sorted({r["snapshot"] for r in result.rows["gpu"]})
+    assert len(result.rows["gpu"]) <= 12 and snaps[-1] == 24 and snaps[0] == 0
+    assert result.rows["gpu"][-1]["mem_used_mib"] == 24 and any("every" in pr for pr in result.problems)

@@ -611,3 +611,14 @@ def test_a_parser_process_that_dies_is_named_and_the_rest_parsed(tmp_path, monke
     for r in range(4):
         assert _row(a, f"rank{r}.log")["problem"] is None
     assert a.verdict.category == "gpu_oom" and a.verdict.culprit_ranks == [3]
+
+
+def test_free_output_with_an_absurd_number(tmp_path):
+    # Found by fuzz/run.py: a 400-digit "size" became float('inf') and round() raised OverflowError.
+    (tmp_path / "free.txt").write_text(
+        "               total        used        free      shared  buff/cache   available\n"
+        "Mem:            62Gi        20Gi        40Gi       101Mi  " + "9" * 400 + "Gi        41Gi\n"
+        "Swap:          8.0Gi          0B       8.0Gi\n")
+    a = _analyze(tmp_path)
+    problem = _row(a, "free.txt")["problem"] or ""
+    assert " failed: " not in problem, problem
