@@ -5,7 +5,7 @@ For each tree (see make_tree.py) it measures, in one run and on the same files:
   /usr/bin/time reports it, and the sum over the process tree sampled every 20 ms), and whether the verdict is the
   planted failure (category, phase, culprit rank);
 - `grep -c -E '<the trigger set>' -r TREE`: wall time (the floor: reading the bytes once, in C);
-- the ratio analyze/grep.
+- the ratio analyze/grep, and for scale the time a bare Python `for line in file` loop takes over the same tree.
 Default rows: 128 / 512 / 2,048 ranks at 1 GiB, and 0.25 / 1 / 4 GiB at 512 ranks. Trees are deleted after use.
 
     python benchmarks/run.py                       # the full table (needs ~5 GiB free under --workdir)
@@ -127,6 +127,11 @@ def run_measured(cmd: list[str], stdout=subprocess.DEVNULL) -> dict:
             "stderr": err[-2000:]}
 
 
+# The floor for any Python reader: iterate the tree's lines once, nothing else (one process).
+PY_FLOOR = ("import os,sys\nn=0\nfor d,_,fs in os.walk(sys.argv[1]):\n for f in fs:\n  with open(os.path.join(d,f),'rb') as h:\n"
+            "   for line in h:\n    n+=1\nprint(n)")
+
+
 def warm(tree: str) -> int:
     """Read every file once so both contenders start from the page cache."""
     total = 0
@@ -163,6 +168,8 @@ def measure_row(ranks: int, size: int, seed: int, workdir: str, pattern: str, re
             if a["rc"] != 0:
                 raise RuntimeError(f"analyze failed (rc {a['rc']}): {a['stderr']}")
             analyses.append(a)
+        floor = min((run_measured([sys.executable, "-c", PY_FLOOR, tree]) for _ in range(repeats)),
+                    key=lambda r: r["wall_s"])
         with open(report, encoding="utf-8") as fh:
             result = json.load(fh)
         g = min(greps, key=lambda r: r["wall_s"])
@@ -171,6 +178,7 @@ def measure_row(ranks: int, size: int, seed: int, workdir: str, pattern: str, re
         exp = manifest["expected"]
         row.update({"grep_s": g["wall_s"], "analyze_s": a["wall_s"], "ratio": a["wall_s"] / g["wall_s"],
                     "grep_cpu_s": g["user_s"] + g["sys_s"], "analyze_cpu_s": a["user_s"] + a["sys_s"],
+                    "py_lines_s": floor["wall_s"],
                     "max_rss_mb": a["max_rss_mb"],
                     "tree_rss_mb": max(r["tree_rss_mb"] for r in analyses),
                     "verdict": {k: v.get(k) for k in ("category", "phase", "culprit_ranks", "step", "confidence",
@@ -185,14 +193,15 @@ def measure_row(ranks: int, size: int, seed: int, workdir: str, pattern: str, re
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| ranks | size | files | grep s | analyze s | ratio | CPU s grep / analyze | peak RSS MB (largest process"
-            " / whole tree) | verdict |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+    head = ("| ranks | size | files | grep s | Python line loop s | analyze s | ratio | CPU s grep / analyze | peak RSS "
+            "MB (largest process / whole tree) | verdict |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
     out = []
     for r in rows:
         v = r.get("verdict", {})
         verdict = (f"{v.get('category')}/{v.get('phase')} ranks {v.get('culprit_ranks')} step {v.get('step')}"
                    + (" ✓" if r.get("planted_found") else " ✗"))
         out.append(f"| {r['ranks']} | {r['bytes'] / 2**30:.2f} GiB | {r['files']} | {r['grep_s']:.2f} | "
+                   f"{r['py_lines_s']:.2f} | "
                    f"{r['analyze_s']:.2f} | {r['ratio']:.1f}x | {r['grep_cpu_s']:.2f} / {r['analyze_cpu_s']:.2f} | "
                    f"{r['max_rss_mb']:.0f} / {r['tree_rss_mb']:.0f} | "
                    f"{verdict} |")

@@ -11,7 +11,8 @@ A line with none of the parser's triggers is skipped: it could not yield a row. 
 SUMMARY_MIN_BYTES are otherwise handed over exactly as a line-by-line reader would (every progress, step and NCCL
 line included). Bigger files are summarised:
 - a line with an event trigger is handed over whole; a long `\\r`-joined line only with its trigger segments
-  (a run of equal-shape segments, e.g. the redraws of one sampling bar, as its first and last segment);
+  (a run of equal-shape segments as its first and last one; the redraws of one bar, e.g. a sampling bar, as
+  its first redraw and the step row of its last);
 - progress-bar lines and step lines (HF log dicts, `step N | loss`, Megatron iterations) are sampled at a byte
   stride (about MAX_SAMPLES per file), plus the last one of each output stream before every handed-over line and at
   the end of the file, so the step of death and each rank's last step are exact;
@@ -33,7 +34,7 @@ CHUNK = 1 << 20
 LONG_LINE = 8 << 20           # a line with neither `\n` nor `\r` is cut after this many bytes
 KEY_MEMO_MAX = 4096           # keys longer than this are not memoised
 MEMO_CAP = 200_000            # memo entries per process before it is cleared
-MAX_SAMPLES = 32              # sampled progress / step lines per file (plus the exact last ones)
+MAX_SAMPLES = 24              # sampled progress / step lines per file (plus the exact last ones)
 MIN_STRIDE = 8 * 1024
 SEGMENT_LEVEL = 8             # an event line with more `\r` segments than this is handed over segment by segment
 
@@ -435,6 +436,7 @@ class LineScanner:
         """An event line of many `\\r` segments: its trigger segments (runs of one shape: first and last)."""
         flags_of = self.trig.flags
         prev_key = None
+        prev_bar = 0
         run_last = None
         last_bar = None
         for seg in line.split(b"\r"):
@@ -448,9 +450,10 @@ class LineScanner:
                 if k == prev_key:
                     run_last = seg
                     continue
-                if run_last is not None:
-                    yield lineno, _text(run_last), False
+                if run_last is not None:  # a bar run's last redraw only adds its step
+                    yield lineno, _text(run_last), bool(prev_bar)
                     run_last = None
+                prev_bar = f & F_BAR
                 if last_bar is not None:
                     yield lineno, _text(last_bar), True
                     last_bar = None
@@ -458,13 +461,13 @@ class LineScanner:
                 yield lineno, _text(seg), False
             else:
                 if run_last is not None:
-                    yield lineno, _text(run_last), False
+                    yield lineno, _text(run_last), bool(prev_bar)
                     run_last = None
                 prev_key = None
                 if f & (F_BAR | F_STEP):
                     last_bar = seg
         if run_last is not None:
-            yield lineno, _text(run_last), False
+            yield lineno, _text(run_last), bool(prev_bar)
         if last_bar is not None:
             yield lineno, _text(last_bar), True
 

@@ -45,6 +45,7 @@ def _source_facts(sources: list, frames: dict[str, pd.DataFrame]) -> dict[str, d
             add(src.source, "run_id", m.group("run"))
     ev = frames["events"]
     if len(ev):
+        ev = ev[ev["kind"].isin(("job_id", "config"))]
         for source, kind, attrs in zip(ev["source"], ev["kind"], ev["attrs"]):
             if not isinstance(attrs, dict):
                 continue
@@ -184,6 +185,7 @@ def _versions(frames: dict[str, pd.DataFrame]) -> tuple[dict, str | None]:
             add("nccl", v, s)
     ev = frames["events"]
     if len(ev):
+        ev = ev[ev["kind"].isin(("job_id", "config"))]
         for kind, attrs, s in zip(ev["kind"], ev["attrs"], ev["source"]):
             if isinstance(attrs, dict):
                 if kind == "config" and attrs.get("format") == "nccl-version":
@@ -212,51 +214,58 @@ def clock_note(frames: dict[str, pd.DataFrame]) -> tuple[str | None, dict[str, f
         df = frames[name]
         if not len(df):
             continue
-        both = df[df["rank"].notna() & df["host"].notna()]
+        both = df.loc[df["rank"].notna() & df["host"].notna(), ["rank", "host"]].drop_duplicates("rank")
         for rank, host in zip(both["rank"], both["host"]):
             rank_host.setdefault(int(rank), str(host))
-    hosts: dict[str, list] = {}
-    step_times: dict[str, dict[int, list]] = {}
+    timed = []
     for name in ("events", "tracebacks", "steps"):
         df = frames[name]
         if not len(df):
             continue
-        timed = df[df["ts"].notna()]
-        steps = timed["step"] if name == "steps" else [None] * len(timed)
-        for host, rank, ts, step in zip(timed["host"], timed["rank"], timed["ts"], steps):
-            h = host if isinstance(host, str) and host else (rank_host.get(int(rank)) if pd.notna(rank) else None)
-            if h:
-                hosts.setdefault(h, []).append(ts)
-                if step is not None and pd.notna(step):
-                    step_times.setdefault(h, {}).setdefault(int(step), []).append(ts)
-    if len(hosts) < 2:
+        t = df.loc[df["ts"].notna(), ["host", "rank", "ts"] + (["step"] if name == "steps" else [])]
+        if not len(t):
+            continue
+        host = t["host"].where(t["host"].notna(), t["rank"].map(lambda r: rank_host.get(int(r)) if pd.notna(r)
+                                                                 else None))
+        timed.append(t.assign(host=host.astype(object))[host.notna()])
+    if not timed:
         return None, {}
-    names = sorted(hosts)
-    offsets = _clock_offsets(names, step_times)
-    spans = ", ".join(f"{h}: {min(hosts[h]).isoformat()} … {max(hosts[h]).isoformat()}" for h in names[:6])
+    rows = pd.concat(timed, ignore_index=True)
+    spans = rows.groupby("host")["ts"].agg(["min", "max"]).sort_index()
+    if len(spans) < 2:
+        return None, {}
+    names = [str(h) for h in spans.index]
+    offsets = _clock_offsets(names, rows)
+    shown = ", ".join(f"{h}: {spans.loc[h, 'min'].isoformat()} … {spans.loc[h, 'max'].isoformat()}" for h in names[:6])
     more = f" and {len(names) - 6} more" if len(names) > 6 else ""
-    note = (f"timestamps from {len(names)} hosts ({spans}{more}) are compared as if their clocks agreed; clocks "
+    note = (f"timestamps from {len(names)} hosts ({shown}{more}) are compared as if their clocks agreed; clocks "
             f"of different hosts can be skewed (no NTP, time zones), so the order of events on different hosts "
             f"that are close in time is not certain.")
     skewed = {h: o for h, o in offsets.items() if abs(o) >= 5.0}
     if skewed:
         ref = names[0]
-        note += " Estimated from steps logged on every host (synchronous training keeps ranks within a step): " + \
+        note += " Estimated from the steps both hosts logged (synchronous training keeps ranks within a step): " + \
             "; ".join(f"{h}'s clock reads {_duration(abs(o))} {'ahead of' if o > 0 else 'behind'} {ref}'s"
                       for h, o in sorted(skewed.items())) + "."
     return note, offsets
 
 
-def _clock_offsets(names: list[str], step_times: dict[str, dict[int, list]]) -> dict[str, float]:
+def _clock_offsets(names: list[str], rows: pd.DataFrame) -> dict[str, float]:
     """Seconds each host's clock is ahead of the first host's: the median, over steps both logged, of the gap."""
+    if "step" not in rows or not rows["step"].notna().any():
+        return {}
+    first = rows[rows["step"].notna()].groupby(["host", "step"])["ts"].min()
     ref = names[0]
-    base = {step: min(ts) for step, ts in step_times.get(ref, {}).items()}
+    if ref not in first.index.get_level_values(0):
+        return {}
+    base = first.loc[ref]
     out: dict[str, float] = {}
     for h in names[1:]:
-        gaps = sorted((min(ts) - base[step]).total_seconds()
-                      for step, ts in step_times.get(h, {}).items() if step in base)
-        if gaps:
-            out[h] = round(gaps[len(gaps) // 2], 3)
+        if h not in first.index.get_level_values(0):
+            continue
+        gaps = (first.loc[h] - base).dropna()
+        if len(gaps):
+            out[h] = round(float(gaps.dt.total_seconds().median()), 3)
     return out
 
 

@@ -323,6 +323,11 @@ def _describe(full: str, rel: str, seen_files: dict) -> Source:
         fd, st = textio.open_regular(full)
     except textio.InputProblem as exc:
         src.problem = str(exc)
+        try:  # still say how big an unreadable regular file is
+            st = os.stat(full)
+            src.bytes = st.st_size if stat.S_ISREG(st.st_mode) else 0
+        except OSError:
+            pass
         return src
     try:
         src.bytes = st.st_size

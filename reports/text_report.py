@@ -1,6 +1,8 @@
 """The terminal summary: verdict first, then evidence, other findings, gaps and unreadable sources."""
 from __future__ import annotations
 
+import re
+
 from postmortem.findings import CATEGORY_WORDS
 
 
@@ -52,7 +54,15 @@ def render_text(analysis, width: int = 100) -> str:
                f"{_ranges(meta.get('ranks_seen', []))}")
     for _, r in bad.head(20).iterrows():
         out.append(f"  skipped/partial: {r['source']}: {r['problem']}")
-    return "\n".join(out) + "\n"
+    return terminal_safe("\n".join(out) + "\n")
+
+
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """Control characters from untrusted log text shown escaped (`\\x1b`), so a log cannot drive the terminal."""
+    return _CONTROL_RE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def _wrap(text: str, width: int) -> list[str]:

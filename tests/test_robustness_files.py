@@ -287,7 +287,7 @@ def test_permission_denied_file_is_listed_with_its_problem(tmp_path, monkeypatch
         locked.chmod(0o644)
     row = _row(a, "rank1.log")
     assert row["problem"] == "permission denied" and not row["parsed_ok"]
-    assert row["bytes"] == 0 or row["bytes"] == locked.stat().st_size
+    assert row["bytes"] == locked.stat().st_size
     assert "rank1.log" not in set(a.tables.tracebacks["source"])
     assert a.verdict.category == "gpu_oom"
 
@@ -622,3 +622,16 @@ def test_free_output_with_an_absurd_number(tmp_path):
     a = _analyze(tmp_path)
     problem = _row(a, "free.txt")["problem"] or ""
     assert " failed: " not in problem, problem
+
+
+def test_terminal_escapes_in_log_text_cannot_drive_the_terminal(tmp_path):
+    # A full terminal reset, a C1 CSI (clear screen), a bell and a backspace inside the evidence line itself.
+    evil = "\x1bc\u009b2J\x07\x08"
+    (tmp_path / "rank0.log").write_text(f"{evil}{OOM}{evil}\n")
+    a = _analyze(tmp_path)
+    assert a.verdict.category == "gpu_oom"
+    text = a.to_text()
+    for ch in ("\x1b", "\x07", "\u009b", "\x08"):
+        assert ch not in text, repr(ch)
+    assert "\\x1bc" in text  # shown, escaped
+    json.loads(a.to_json())

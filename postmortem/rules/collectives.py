@@ -195,6 +195,9 @@ def straggler(tables):
                 candidates.append((r, f"rank {r} is the only one not reporting a timeout"))
     elif ws and len(waiting) >= 2 and len(waiting) == ws - 1 and 0 not in waiting:
         candidates.append((0, "rank 0 is the only one not reporting a timeout"))
+    lag, lag_why, lag_ev = facts.laggards(tables)
+    for r in lag:
+        candidates.append((r, lag_why))
     work = _work_evidence(tables, waits)
     if not candidates and work is None:
         return []
@@ -212,6 +215,7 @@ def straggler(tables):
     evidence = facts.evidence_from(waits, 3) + (facts.evidence_from(mpf, 1, text_col="exc_type") if len(mpf) else [])
     if work is not None:
         evidence = [work[0]] + evidence
+    evidence += [e for e in lag_ev if culprit in (e.rank, None)]
     return [Finding(rule="straggler-busy-rank", category="straggler", confidence=conf, severity="critical",
                     title=f"Rank {culprit if culprit is not None else '?'} was busy ({what}) while the others waited",
                     explanation=(f"Rank(s) {sorted(waiting) or '?'} waited in a collective"

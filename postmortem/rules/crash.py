@@ -61,9 +61,12 @@ def bare_timeout(tables):
     if t.empty:
         return []
     waiting = facts.ranks_of(t)
+    lag, lag_why, lag_ev = facts.laggards(tables)
     return [Finding(rule="bare-collective-timeout", category="collective_timeout", confidence=0.35,
-                    title="A collective timed out", severity="error",
-                    explanation="Ranks timed out waiting in a collective. Nothing in the logs shows what the rank "
-                                "they waited for was doing.",
+                    title="A collective timed out" + (f"; rank {', '.join(map(str, lag))} lagged" if lag else ""),
+                    severity="error", culprit_ranks=lag,
+                    explanation="Ranks timed out waiting in a collective. "
+                                + (f"The lagging rank is known ({lag_why}), but " if lag else "")
+                                + "nothing in the logs shows what the rank they waited for was doing.",
                     remediation="Collect py-spy dumps and flight-recorder traces on the next hang.",
-                    affected_ranks=waiting, evidence=facts.evidence_from(t, 4), order=(1, float("inf")))]
+                    affected_ranks=waiting, evidence=lag_ev + facts.evidence_from(t, 4), order=(1, float("inf")))]

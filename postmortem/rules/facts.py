@@ -107,3 +107,31 @@ def order_key(row) -> tuple:
         return (0, pd.Timestamp(ts).value)
     line = _int(row.get("line") if hasattr(row, "get") else None)
     return (1, line if line is not None else 1 << 60)
+
+
+def laggards(tables) -> tuple[list[int], str, list[Evidence]]:
+    """Ranks behind the others: flight-recorder 'who never issued seq N', else the smallest watchdog 'last
+    completed' counter. Returns (ranks, reason, evidence); empty when neither source exists or nobody lags."""
+    coll = tables.collectives
+    fr = coll[coll["line"].isna()] if len(coll) else coll
+    if len(fr):
+        try:
+            from postmortem.fr_match import match_collectives
+            div = match_collectives(fr).first_divergence
+        except Exception:
+            div = None
+        if div is not None and div.kind == "missing" and div.ranks:
+            src = fr[fr["rank"].isin(list(div.ranks))]
+            ev = [Evidence(str(src.iloc[0]["source"]) if len(src) else "flight recorder", None,
+                           int(div.ranks[0]), f"flight recorder: {div.detail}")]
+            return sorted(int(r) for r in div.ranks), f"the flight recorder shows {div.detail}", ev
+    wd = coll[coll["line"].notna() & coll["last_completed"].notna() & coll["rank"].notna()] if len(coll) else coll
+    if len(wd) and wd["rank"].nunique() >= 2:
+        per = wd.groupby("rank")["last_completed"].max()
+        low = per.min()
+        behind = [int(r) for r, v in per.items() if v == low]
+        if per.max() > low and len(behind) * 2 < len(per):
+            rows = wd[wd["rank"].isin(behind)]
+            return behind, (f"watchdog counters: rank(s) {behind} last completed collective #{int(low)} while others "
+                            f"reached #{int(per.max())}"), evidence_from(rows, 2)
+    return [], "", []

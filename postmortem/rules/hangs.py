@@ -141,17 +141,22 @@ def odd_rank_stack(tables):
         kind = Counter(cls[u] for u in odd).most_common(1)[0][0]
         where = _innermost_user(rows[odd[0]]["frames"])
         category = {"logging": "logging_blocking", "data_loading": "dataloader_failure"}.get(kind, "straggler")
-        return [Finding(rule="odd-rank-out-stack", category=category, confidence=0.85 if ranks(odd) else 0.75,
+        lag, lag_why, lag_ev = facts.laggards(tables)
+        agree = bool(lag) and set(lag) <= set(ranks(odd))
+        fr_text = f" Independent confirmation: {lag_why}." if agree else ""
+        return [Finding(rule="odd-rank-out-stack", category=category,
+                        confidence=(0.9 if agree else 0.85) if ranks(odd) else 0.75,
                         severity="critical",
                         title=f"{_name(odd[0])} stuck in {where} while {len(waiting)} process(es) wait in a collective",
                         explanation=(f"In the stack dumps, {', '.join(map(_name, waiting))} wait in a collective while "
                                      f"{', '.join(map(_name, odd))} are in {kind.replace('_', ' ')}: innermost frame "
                                      f"{where}. The waiting ranks cannot finish until the odd one reaches the same "
-                                     "collective."),
+                                     "collective." + fr_text),
                         remediation=f"Find out why {_name(odd[0])} is stuck in {where} (lock, sleep, endless loop, "
                                     "slow I/O) and fix it; long legitimate work needs a longer timeout.",
                         culprit_ranks=ranks(odd), affected_ranks=ranks(waiting),
-                        evidence=[_stack_ev(rows[u], cls[u]) for u in odd[:4]] + [_stack_ev(rows[u], "collective_wait") for u in waiting[:2]],
+                        evidence=[_stack_ev(rows[u], cls[u]) for u in odd[:4]] + (lag_ev if agree else []) +
+                        [_stack_ev(rows[u], "collective_wait") for u in waiting[:2]],
                         order=(1, float("inf")), explains=("collective_timeout", "rank_crash", "unknown"))]
     if len(waiting) >= 2:
         sites = Counter(_innermost_user(rows[u]["frames"]) for u in waiting)

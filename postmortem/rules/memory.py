@@ -102,6 +102,14 @@ def host_oom(tables):
     if len(kills):
         evidence += facts.evidence_from(kills, 4)
         conf = 0.9
+        try:  # the kernel names a pid; torchrun's exit lines name the rank that pid was
+            from postmortem.joins import join_killed_pids
+            killed = join_killed_pids(tables)
+            pids = {int(p) for p in kills["pid"].dropna()} | {int(a["pid"]) for a in kills["attrs"]
+                                                              if str(a.get("pid", "")).isdigit()}
+            culprit = sorted({rank for pid, rank in killed.items() if pid in pids})
+        except Exception:
+            culprit = []
     if len(shell):
         last_line = tables.sources.set_index("source")["lines"].to_dict()
         # 'Killed' as one of the last lines of a log, with no traceback after it: the process was SIGKILLed.
@@ -111,7 +119,7 @@ def host_oom(tables):
             conf = max(conf, 0.75)
     if len(sigkill):
         evidence += facts.evidence_from(sigkill, 3)
-        culprit = facts.ranks_of(sigkill)
+        culprit = culprit or facts.ranks_of(sigkill)
         conf = max(conf, 0.6) if conf == 0 else min(0.95, conf + 0.05)
     growth = _ram_growth(mem)
     if growth:
