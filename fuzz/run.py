@@ -114,7 +114,7 @@ def replay(directory: str) -> int:
             data = fh.read()
         out = harness.exercise(harness.FuzzInput(meta["kind"], meta["name"], data, meta["wrap"]), workdir,
                                pipeline=True, html=True)
-        status = "FAIL " + "; ".join(out.failures) if out.failures else "ok"
+        status = ("FAIL " + "; ".join(out.failures) if out.failures else "ok") + f" ({out.seconds:.2f} s)"
         bad += bool(out.failures)
         print(f"{meta['signature']}: {status}")
     shutil.rmtree(workdir, ignore_errors=True)

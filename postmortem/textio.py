@@ -85,9 +85,10 @@ class _CappedReader(io.RawIOBase):
                 if more:
                     self._stats.problems.append(f"stopped after {self._limit} bytes ({self._what})")
             return 0
-        view = memoryview(buf)[: min(len(buf), room)]
         try:
-            n = self._inner.readinto(view)
+            # Views released on every exit (an interrupt mid-read must not leave the caller's buffer exported).
+            with memoryview(buf) as whole, whole[: min(len(buf), room)] as view:
+                n = self._inner.readinto(view)
         except (EOFError, OSError, zlib.error) as exc:
             what = "truncated or corrupt compressed data" if self._owner is not None else "read error"
             self._stats.problems.append(f"{what}: {exc.__class__.__name__}: {exc}")
@@ -126,8 +127,8 @@ class _SnapshotFile(io.RawIOBase):
         if room <= 0:
             self._note_growth()
             return 0
-        view = memoryview(buf)[: min(len(buf), room)]
-        n = os.readv(self._fd, [view])
+        with memoryview(buf) as whole, whole[: min(len(buf), room)] as view:
+            n = os.readv(self._fd, [view])
         self._pos += n
         if n == 0:  # shrank (truncated by its writer) while we read
             self._size = self._pos

@@ -152,7 +152,11 @@ def test_run_py_prints_the_side_by_side_row(tmp_path):
 
 
 def test_grep_pattern_is_the_prefilter_trigger_set():
-    import run
+    # Load benchmarks/run.py by path: fuzz/ also has a run.py, and both directories end up on sys.path.
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_run", os.path.join(ROOT, "benchmarks", "run.py"))
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
     words = run.trigger_set()
     assert "Watchdog caught" in words and "out of memory" in words and "Traceback (most recent call last)" in words
     pat = run.grep_pattern(words)

@@ -125,3 +125,19 @@ def test_fuzz_script_runs_a_small_budget(tmp_path):
     import json
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["inputs"] == 200 and stats["failures"] == {} and stats["pipeline"] == 10
+
+
+REGRESSIONS = os.path.join(ROOT, "fuzz", "regressions")
+
+
+@pytest.mark.parametrize("case", sorted(os.listdir(REGRESSIONS)) if os.path.isdir(REGRESSIONS) else [])
+def test_inputs_that_once_failed_now_pass(case):
+    """Every input fuzz/run.py found failing (parser exception, escape, time-out) is kept and replayed."""
+    import json
+    with open(os.path.join(REGRESSIONS, case, "meta.json")) as fh:
+        meta = json.load(fh)
+    with open(os.path.join(REGRESSIONS, case, "input.bin"), "rb") as fh:
+        data = fh.read()
+    out = harness.exercise(harness.FuzzInput(meta["kind"], meta["name"], data, meta["wrap"]), _workdir(),
+                           pipeline=True, timeout_s=60)
+    assert not out.failures, out.failures
