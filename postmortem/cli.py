@@ -56,7 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command != "analyze":
         parser.print_help()
         return 2
-    return _analyze(args)
+    try:
+        return _analyze(args)
+    except BrokenPipeError:
+        # `postmortem analyze logs | head`: the reader left; that is not an error of the analysis.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _rules(args) -> int:
