@@ -8,6 +8,7 @@ One file may mix shapes (a script that runs several queries in a loop); each lin
 from __future__ import annotations
 
 import csv
+import math
 import re
 from datetime import datetime
 
@@ -90,9 +91,10 @@ def _num(value: str | None) -> float | None:
     if value is None:
         return None
     try:
-        return float(value)
+        v = float(value)
     except ValueError:
-        return q.number(value)
+        v = q.number(value)
+    return v if v is None or math.isfinite(v) else None  # "inf", "nan", a 400-digit cell: damage, not a reading
 
 
 def _gpu_row1(cells: list[str]) -> tuple[int, str, str] | None:

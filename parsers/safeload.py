@@ -5,12 +5,13 @@ import io
 import json
 import pickle
 import re
+import struct
 import xml.etree.ElementTree as ET
 
 MAX_JSON_DEPTH = 64
 
-_JSON_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
-_BRACKET_RE = re.compile(r"[\[\]{}]")
+# A whole string, or a bracket, or a quote that opens a string never closed (unrolled loop: linear time).
+_JSON_TOKEN_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|"', re.S)
 _DOCTYPE_RE = re.compile(r"<!DOCTYPE\b[^>\[]*>", re.I)
 
 
@@ -21,11 +22,16 @@ class UnsafeInput(ValueError):
 def json_depth(text: str) -> int:
     """Deepest nesting of arrays/objects in a JSON text, ignoring brackets inside strings (no parsing, no recursion)."""
     depth = deepest = 0
-    for m in _BRACKET_RE.finditer(_JSON_STRING_RE.sub('""', text)):
-        if m.group() in "[{":
+    for m in _JSON_TOKEN_RE.finditer(text):
+        tok = m.group()
+        if tok == '"':
+            # An unterminated string: json.loads stops there, so nothing after it can nest. Stopping here also
+            # keeps the scan linear (retrying the string pattern from every later quote was quadratic).
+            break
+        if tok in "[{":
             depth += 1
             deepest = max(deepest, depth)
-        else:
+        elif tok in "]}":
             depth -= 1
     return deepest
 
@@ -39,8 +45,23 @@ def loads_json(data: bytes | str, max_depth: int = MAX_JSON_DEPTH):
     return json.loads(text)
 
 
-class _NoGlobalsUnpickler(pickle.Unpickler):
-    """An unpickler for plain containers and scalars only: every class/function lookup is refused."""
+class _NoGlobalsUnpickler(pickle._Unpickler):  # noqa: SLF001 - the pure-Python unpickler, on purpose
+    """An unpickler for plain containers and scalars only: every class/function lookup is refused.
+
+    The pure-Python unpickler, not the C one: the C unpickler sizes its memo array by the largest memo index a
+    pickle names, so an 800-byte pickle with `LONG_BINPUT 4000000000` makes it allocate and zero tens of GiB.
+    Its memo here is a dict. BYTEARRAY8 (a zero-filled allocation of a declared size) and out-of-band buffers
+    are refused: flight-recorder dumps never contain them.
+    """
+
+    dispatch = dict(pickle._Unpickler.dispatch)  # noqa: SLF001
+
+    def _refuse_buffers(self):
+        raise UnsafeInput("pickle holds bytearrays or out-of-band buffers; not loaded")
+
+    for _op in (pickle.BYTEARRAY8, pickle.NEXT_BUFFER, pickle.READONLY_BUFFER):
+        dispatch[_op[0]] = _refuse_buffers
+    del _op
 
     def find_class(self, module: str, name: str):
         raise UnsafeInput(f"pickle refers to {module}.{name}; only plain containers and scalars are loaded")
@@ -58,7 +79,7 @@ def loads_pickle_restricted(data: bytes):
     except RecursionError as exc:
         raise UnsafeInput("pickle nested too deeply") from exc
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError,
-            UnicodeDecodeError, OverflowError, MemoryError) as exc:
+            UnicodeDecodeError, OverflowError, MemoryError, struct.error) as exc:  # struct: a cut-off argument
         raise ValueError(f"corrupt or truncated pickle: {type(exc).__name__}: {exc}") from exc
 
 

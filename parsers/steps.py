@@ -97,8 +97,8 @@ def parse_step(message: str) -> dict | None:
             rate, unit = m.group("rate"), (m.group("unit") or "")
             if rate not in (None, "?") and unit.startswith("s/"):
                 row["step_time"] = _num(rate)
-            elif rate not in (None, "?") and float(rate) > 0 and unit.endswith("/s") and unit.startswith("it"):
-                row["step_time"] = 1.0 / float(rate)
+            elif rate not in (None, "?") and (_num(rate) or 0) > 0 and unit.endswith("/s") and unit.startswith("it"):
+                row["step_time"] = 1.0 / _num(rate)  # _num: the rate pattern also admits "1117.0.26"
             return row
     if message.startswith("{'") and HF_DICT_RE.match(message):
         try:

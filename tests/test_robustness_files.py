@@ -644,3 +644,47 @@ def test_terminal_escapes_in_log_text_cannot_drive_the_terminal(tmp_path):
     assert "\\x1bc" in text  # shown, escaped
     json.loads(a.to_json())
 
+
+
+def test_tiny_pickle_naming_a_huge_memo_index_costs_no_memory(tmp_path):
+    # Found by fuzz/run.py: `LONG_BINPUT 150000000` in an 822-byte pickle made the C unpickler allocate and zero
+    # a 1.2 GB memo array (an index near 2**32 would take 32 GB). The loader now uses a dict-backed memo.
+    import struct
+    payload = b"\x80\x02}(X\x07\x00\x00\x00versionq\x00X\x04\x00\x00\x002.10q\x01X\x07\x00\x00\x00entries]r" + \
+        struct.pack("<I", 150_000_000) + b"u."
+    (tmp_path / "nccl_trace_rank_0").write_bytes(payload)
+    (tmp_path / "fr_rank_1").write_bytes(b"\x80\x05\x96" + struct.pack("<Q", 1 << 40) + b"xyz.")  # BYTEARRAY8 of 1 TiB
+    _mkwarm(tmp_path)
+    out = _in_subprocess(_RSS_PRELUDE.format(warm=str(tmp_path / "warm")) + f"""
+    from postmortem.discover import discover
+    from parsers import parse_source
+    res = {{s.source: parse_source(s).problems for s in discover({str(tmp_path)!r})
+           if s.source in ("nccl_trace_rank_0", "fr_rank_1")}}
+    grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base
+    print(json.dumps({{"grew_kib": grew, "problems": res}}))
+    """)
+    assert out["grew_kib"] < 64 * 1024, out
+    assert out["problems"]["nccl_trace_rank_0"] == [], out  # loads: an empty dump
+    assert "bytearrays" in out["problems"]["fr_rank_1"][0], out  # refused
+
+
+def test_unterminated_json_string_is_scanned_in_linear_time(tmp_path):
+    # Found reviewing the depth guard: stripping strings with a regex retried an unterminated string from every
+    # later quote, quadratic in the file size (a 200 KB error.json took minutes, 2 MB hours).
+    (tmp_path / "logs" / "attempt_0" / "0").mkdir(parents=True)
+    (tmp_path / "logs" / "attempt_0" / "0" / "error.json").write_text(
+        '{"message": {"message": "x", "extraInfo": {"py_callstack": "' + '\\"' * 1_000_000)
+    (tmp_path / "rank0.log").write_text(OOM + "\n")
+    a = _run_with_deadline(lambda: _analyze(tmp_path), 60)
+    assert a.verdict.category == "gpu_oom"
+
+
+@pytest.mark.parametrize("payload", [b"\x80\x02}r\x01", b"\x80\x02G\x40\x09", b"\x80\x02]q", b"\x80\x05\x95\x10"])
+def test_truncated_pickles_are_problems_not_parser_failures(tmp_path, payload):
+    # Found by fuzz/run.py after the loader became the pure-Python unpickler: a cut-off opcode argument raised
+    # struct.error, which the loader did not translate.
+    (tmp_path / "nccl_trace_rank_0").write_bytes(payload)
+    a = _analyze(tmp_path)
+    row = _row(a, "nccl_trace_rank_0")
+    assert row["kind"] == "flight_recorder"
+    assert row["problem"] and " failed: " not in row["problem"], row
