@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from postmortem.stacks import rank_ranges as stacks_rank_ranges
+
 MAX_STACK_CLASSES = 30
 MAX_SHOWN_FRAMES = 12
 MAX_COLL_ROWS = 60
@@ -15,18 +17,7 @@ MAX_GPU_SERIES = 64
 
 def rank_ranges(ranks) -> str:
     """Compact rank list: [0,1,2,3,7] -> '0-3, 7'."""
-    rs = sorted({int(r) for r in ranks})
-    if not rs:
-        return ""
-    parts, start, prev = [], rs[0], rs[0]
-    for r in rs[1:] + [None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-        if r is not None:
-            start = prev = r
-    return ", ".join(parts)
+    return ", ".join(filter(None, stacks_rank_ranges({int(r) for r in ranks}).split(",")))
 
 
 def _int(v):

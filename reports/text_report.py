@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 from postmortem.findings import CATEGORY_WORDS
+from postmortem.stacks import rank_ranges
 
 
 def render_text(analysis, width: int = 100) -> str:
@@ -71,14 +72,4 @@ def _wrap(text: str, width: int) -> list[str]:
 
 
 def _ranges(ranks: list[int]) -> str:
-    if not ranks:
-        return "none"
-    parts, start, prev = [], ranks[0], ranks[0]
-    for r in ranks[1:] + [None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-        if r is not None:
-            start = prev = r
-    return ",".join(parts)
+    return rank_ranges(ranks) or "none"

@@ -8,27 +8,14 @@ import pandas as pd
 
 from postmortem.findings import Evidence, Finding
 from postmortem.rules import facts, rule
+from postmortem.stacks import classify_frames, is_launcher
 
 _LOGGING = re.compile(r"wandb/|tensorboard|tensorboardx|tqdm/|rich/|mlflow|comet_ml|neptune")
-_COLLECTIVE = re.compile(r"distributed_c10d|c10d_logger|all_reduce|allreduce|barrier|all_gather|broadcast|"
-                         r"reduce_scatter|work\.wait|_store|init_process_group|monitored_barrier")
-_DATA = re.compile(r"torch/utils/data|dataloader|multiprocessing/queues|pin_memory|_worker_loop|queues\.py")
-_CKPT = re.compile(r"serialization|torch/save|safetensors|save_checkpoint|state_dict|checkpoint")
-_SLEEP = re.compile(r"time\.sleep|\bsleep\b|threading\.py|lock\.acquire|acquire|\bwait\b")
 
 
 def _classify(frames) -> str:
-    """Class of a stack: prefer postmortem.stacks.classify_frames when present, else a small local version."""
-    try:
-        from postmortem.stacks import classify_frames
-        return classify_frames(frames)
-    except Exception:
-        text = facts.frames_text(frames)
-        for name, rx in (("logging", _LOGGING), ("collective_wait", _COLLECTIVE), ("data_loading", _DATA),
-                         ("checkpoint_io", _CKPT), ("sleep_lock", _SLEEP)):
-            if rx.search(text):
-                return name
-        return "compute" if frames else "unknown"
+    """Class of a stack (collective_wait, data_loading, logging, ...): the one classifier in postmortem.stacks."""
+    return classify_frames(frames)
 
 
 def _main_threads(tables) -> pd.DataFrame:
@@ -125,8 +112,7 @@ def odd_rank_stack(tables):
     # is time order.
     latest = main.sort_values(["source", "line"]).groupby("_unit", sort=False).tail(1)
     # Launchers (torchrun's elastic agent) only supervise; their stacks say nothing about the workers.
-    latest = latest[~latest["frames"].map(lambda fr: any(w in facts.frames_text(fr) for w in
-                                                          ("elastic/agent", "torch/distributed/run.py", "launcher/api.py")))]
+    latest = latest[~latest["frames"].map(is_launcher)]
     if len(latest) < 2:
         return _single_process(tables)
     cls = {r["_unit"]: _classify(r["frames"]) for _, r in latest.iterrows()}
