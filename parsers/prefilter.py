@@ -26,6 +26,7 @@ import os
 import re
 from typing import Iterator
 
+from parsers import literal_scan
 from parsers.formats import trigger_regex
 from postmortem import textio
 
@@ -50,6 +51,7 @@ ANSI_BYTES_RE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\n]*\x07|\x1b[(
 # NCCL INFO lines that state facts the tables need (rank map, world size, version, transport, error trails).
 NCCL_FACTS = ["Init COMPLETE", "Init START", "nRanks", "NCCL version", "Using network", " : Using "]
 NCCL_TRAIL_KEY_RE = re.compile(rb"NCCLINFO[\w/-]+\.(?:cc|cu|cpp|c|h):->")
+NCCL_TRAIL_RAW = rb"NCCL[ \t]+INFO[ \t]+[\w/-]+\.(?:cc|cu|cpp|c|h):[0-9]*[ \t]*->"
 
 
 def normalise(text: str | bytes) -> bytes:
@@ -76,6 +78,32 @@ class Triggers:
         self.memo: dict[bytes, int] = {}
         self.window_len: dict[bytes, int] = {}
         self.pattern_text = sorted({t for t in list(events) + NCCL_FACTS + list(windows)})
+        self.events_nocase = list(events_nocase)
+        self._fast = None
+
+    def fast_events(self) -> literal_scan.LiteralSet | None:
+        """The event triggers as raw literals for the fast matcher (None when Hyperscan is not installed)."""
+        if self._fast is None:
+            if not literal_scan.available():
+                return None
+            self._fast = literal_scan.LiteralSet([t.encode() for t in self.pattern_text],
+                                                 [t.encode() for t in self.events_nocase], [NCCL_TRAIL_RAW])
+        return self._fast
+
+    def long_line_flags(self, line: bytes) -> int | None:
+        """Flags of a long `\\r`-joined line without normalising it: None when it may hold an event (the caller
+        then classifies every segment), else the flags of its first and last redraw.
+
+        A long line with no event trigger anywhere (the fast matcher reads its raw bytes) is a run of progress
+        redraws; its first and last segments say which kind of bar or step line it is."""
+        fast = self.fast_events()
+        if fast is None or fast.search(line):
+            return None
+        first = line.find(b"\r")
+        last = line.rstrip(b"\r")
+        last = last[last.rfind(b"\r") + 1:]
+        f = self.flags(line[:first].translate(None, DELETE)) | self.flags(last.translate(None, DELETE))
+        return None if f & F_EVENT else f
 
     def classify(self, key: bytes) -> int:
         """Flags of one segment's shape key (no `\\r` inside)."""
@@ -336,6 +364,8 @@ class LineScanner:
         exact = self.exact
         memo_get = trig.memo.get
         flags_of = trig.flags
+        long_flags = trig.long_line_flags
+        long_fast = not exact and trig.fast_events() is not None
         stride = self.stride
         pending_bar: dict[bytes, tuple] = {}
         pending_step: dict[bytes, tuple] = {}
@@ -350,10 +380,14 @@ class LineScanner:
             for idx, line in enumerate(lines):
                 if not (cont and idx == 0):
                     lineno += 1
-                key = line.translate(None, DELETE)
-                f = memo_get(key)
+                f = None
+                if long_fast and len(line) > KEY_MEMO_MAX and b"\r" in line:
+                    f = long_flags(line)
                 if f is None:
-                    f = flags_of(key)
+                    key = line.translate(None, DELETE)
+                    f = memo_get(key)
+                    if f is None:
+                        f = flags_of(key)
                 if lineno <= window_end:
                     if f & F_WINDOW:
                         window_end = max(window_end, lineno + trig.window_of(key))

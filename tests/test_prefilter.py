@@ -158,3 +158,37 @@ def test_line_counts_match_the_line_reader(tmp_path, text):
     stats = textio.ReadStats()
     list(prefilter.LineScanner(str(p), stats, len(text), textlog._prefilter_triggers()))
     assert stats.lines == textio.count_lines(str(p))
+
+
+def _scan_items(path, fast: bool, monkeypatch):
+    trig = textlog._prefilter_triggers()
+    if not fast:
+        monkeypatch.setattr(trig, "fast_events", lambda: None)
+    stats = textio.ReadStats()
+    items = list(prefilter.LineScanner(str(path), stats, os.path.getsize(path), trig))
+    monkeypatch.undo()
+    return items, stats.lines
+
+
+@pytest.mark.skipif(not prefilter.literal_scan.available(), reason="hyperscan not installed")
+@pytest.mark.parametrize("glued", ["", "Traceback (most recent call last):", "RuntimeError: CUDA out of memory.",
+                                  "[W reducer.cpp:1] Warning: x", "Loss is NaN at step 12, TIMEOUT"])
+def test_long_bar_lines_skip_normalising_and_give_what_the_key_path_gives(tmp_path, monkeypatch, glued):
+    """The fast matcher judges a long redraw line on its raw bytes; an event anywhere in it still sends it down the
+    exact path, so the handed-over lines are the same with and without Hyperscan."""
+    body = "".join(_bar(n) for n in range(1, 10001))
+    mid = "".join(_bar(n) for n in range(10001, 20001))
+    p = tmp_path / "rank5.log"
+    p.write_text("start\n" + body + ("\r" + glued if glued else "") + mid + "\nend step 3\n", encoding="utf-8")
+    trig = textlog._prefilter_triggers()
+    calls = []
+    real = prefilter.Triggers.long_line_flags
+    monkeypatch.setattr(prefilter.Triggers, "long_line_flags", lambda self, line: calls.append(real(self, line))
+                        or calls[-1])
+    fast, lines_fast = _scan_items(p, True, monkeypatch)
+    slow, lines_slow = _scan_items(p, False, monkeypatch)
+    assert fast == slow and lines_fast == lines_slow == 3
+    assert calls and (calls[0] is None) == bool(glued)   # the event line goes the exact way, a bare bar line does not
+    if glued:
+        assert any(glued.split(":")[0] in text for _, text, steps_only in fast if not steps_only)
+    assert trig.fast_events() is not None

@@ -1,0 +1,5 @@
+import sys
+
+from postmortem.cli import main
+
+sys.exit(main())
