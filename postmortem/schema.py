@@ -1,6 +1,8 @@
 """Table schemas (one place, versioned) and the validation applied where each DataFrame is built."""
 from __future__ import annotations
 
+from itertools import repeat
+
 import pandas as pd
 
 SCHEMA_VERSION = 1
@@ -49,20 +51,20 @@ def empty_frame(table: str) -> pd.DataFrame:
 def frame_from_rows(table: str, rows: list[dict]) -> pd.DataFrame:
     """Build a validated DataFrame for `table` from row dicts; unknown keys are an error, missing ones null."""
     cols = columns(table)
-    allowed = set(cols)
-    for row in rows:
-        extra = set(row) - allowed
-        if extra:
-            raise ValueError(f"table {table}: unknown columns {sorted(extra)}")
-    df = pd.DataFrame.from_records(rows, columns=cols) if rows else pd.DataFrame({c: [] for c in cols})
+    extra = set().union(*rows) - set(cols) if rows else set()  # every key of every row, gathered in C
+    if extra:
+        raise ValueError(f"table {table}: unknown columns {sorted(extra)}")
+    # Column by column (pandas' from_records walks the rows once per cell in Python and then re-infers types).
+    data = {}
     for col in cols:
+        values = pd.Series(list(map(dict.get, rows, repeat(col))), dtype=object)
         if col == "ts":
-            df[col] = pd.to_datetime(df[col], utc=True, errors="coerce")
+            data[col] = pd.to_datetime(values, utc=True, errors="coerce")
         elif col in DTYPES:
-            df[col] = _coerce(df[col], DTYPES[col])
+            data[col] = _coerce(values, DTYPES[col])
         else:
-            df[col] = df[col].astype(object)
-    return df
+            data[col] = values
+    return pd.DataFrame(data, columns=cols)
 
 
 def _coerce(series: pd.Series, dtype: str) -> pd.Series:

@@ -115,8 +115,8 @@ def odd_rank_stack(tables):
     latest = latest[~latest["frames"].map(is_launcher)]
     if len(latest) < 2:
         return _single_process(tables)
-    cls = {r["_unit"]: _classify(r["frames"]) for _, r in latest.iterrows()}
-    rows = {r["_unit"]: r for _, r in latest.iterrows()}
+    cls = {u: _classify(fr) for u, fr in zip(latest["_unit"], latest["frames"])}
+    rows = dict(zip(latest["_unit"], latest.to_dict("records")))
     waiting = [u for u, c in cls.items() if c == "collective_wait"]
     odd = [u for u, c in cls.items() if c != "collective_wait"]
 

@@ -1,7 +1,7 @@
 """Numeric rules: the loss (or inputs) became NaN/Inf."""
 from __future__ import annotations
 
-import math
+import numpy as np
 
 from postmortem.findings import Finding
 from postmortem.rules import facts, rule
@@ -19,7 +19,7 @@ def nan_loss(tables):
     st = tables.steps
     # NaN in the loss column also means "no loss on this line": only an infinite value is a reading here; NaN
     # readings arrive as `nan` events from the line formats.
-    st_nan = st[st["loss"].map(lambda x: isinstance(x, float) and math.isinf(x))] if len(st) else st
+    st_nan = st[np.isinf(st["loss"].to_numpy(dtype=float, na_value=np.nan))] if len(st) else st
     if nan.empty and st_nan.empty:
         return []
     warn = facts.ev(tables, "numeric_warning")
