@@ -142,6 +142,7 @@ EN: dict[str, str] = {
     "gpu_flags": "Faults",
     "gpu_lost": "lost",
     "gpu_ecc": "uncorrectable ECC {n}",
+    "gpu_more": "{n} more GPUs are not listed; none of them was lost or reported uncorrectable ECC errors.",
     # stacks
     "stacks_intro": ("Threads with identical stacks are one class; a class with few ranks (the odd ones out) is "
                      "highlighted."),
@@ -367,6 +368,7 @@ ZH: dict[str, str] = {
     "gpu_flags": "故障",
     "gpu_lost": "已丢失",
     "gpu_ecc": "不可纠正 ECC 错误 {n}",
+    "gpu_more": "另有 {n} 块 GPU 未列出；其中没有丢失或报告不可纠正 ECC 错误的 GPU。",
     "stacks_intro": "调用栈完全相同的线程归为一类；只包含少数 rank 的类（异类）会被高亮。",
     "stacks_empty": "输入中没有调用栈转储（py-spy）。",
     "stacks_thread": "线程",

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 GROUP_ABOVE = 16          # up to this many ranks every rank gets its own lane; above it identical ranks share one
@@ -161,12 +162,7 @@ def build(analysis) -> RankModel:
     culprits = list(root.culprit_ranks) if root else []
     affected = list(root.affected_ranks) if root else []
     last_steps, step_series, phase, step_axis = _steps(tables, axis)
-    summaries = []
-    if len(act):
-        for rank, grp in act.groupby("rank", dropna=False, sort=True):
-            r = None if pd.isna(rank) else int(rank)
-            summaries.append(_summary(r, grp, axis, culprits, affected, last_steps))
-    summaries.sort(key=lambda s: (s.rank is None, s.rank if s.rank is not None else 0))
+    summaries = _summaries(act, axis, culprits, affected, last_steps)
     seen = {s.rank for s in summaries if s.rank is not None}
     ws = tables.meta.get("world_size")
     silent = [r for r in range(int(ws)) if r not in seen] if ws and int(ws) <= MAX_SILENT else []
@@ -185,24 +181,54 @@ def build(analysis) -> RankModel:
                      step_last)
 
 
-def _summary(rank, grp: pd.DataFrame, axis: Axis, culprits, affected, last_steps) -> RankSummary:
-    first, last = grp.iloc[0], grp.iloc[-1]
-    errs = grp[grp["err"]]
-    role = "culprit" if rank in culprits else "affected" if rank in affected else "other"
-    s = RankSummary(rank=rank, first_x=float(first["x"]), last_x=float(last["x"]),
-                    first_where=axis.where(first["x"], first["source"], first["line"]),
-                    last_where=axis.where(last["x"], last["source"], last["line"]),
-                    last_kind=str(last["kind"]), last_text=str(last["text"])[:240], last_key=str(last["key"]),
-                    n_errors=int(len(errs)), role=role)
-    if len(errs):
-        xs = errs["x"].to_numpy()
-        s.error_xs = [float(v) for v in xs[:: max(1, len(xs) // MAX_MARKS)][:MAX_MARKS]]
-        s.first_error_x = float(errs.iloc[0]["x"])
-        s.first_error_text = str(errs.iloc[0]["text"])[:240]
-        s.error_kinds = tuple(sorted(set(errs["kind"].astype(str))))
-    if rank in last_steps:
-        s.last_step = last_steps[rank][0]
-    return s
+def _groups(rank: pd.Series) -> tuple[list, np.ndarray]:
+    """Runs of equal ranks in a rank-sorted column: the rank of each run (None for missing) and the run bounds."""
+    na = rank.isna().to_numpy()
+    vals = rank.fillna(0).to_numpy(dtype="int64")
+    n = len(vals)
+    change = np.ones(n, dtype=bool)
+    change[1:] = (vals[1:] != vals[:-1]) | (na[1:] != na[:-1])
+    starts = np.flatnonzero(change)
+    keys = [None if na[i] else int(vals[i]) for i in starts]
+    return keys, np.append(starts, n)
+
+
+def _summaries(act: pd.DataFrame, axis: Axis, culprits, affected, last_steps) -> list[RankSummary]:
+    """One summary per rank (ranks ascending, unattributed rows last), from whole columns, not a frame per rank."""
+    if not len(act):
+        return []
+    # Stable by rank keeps each rank's rows in the activity order (x, source, line).
+    act = act.sort_values("rank", kind="stable", na_position="last")
+    keys, bounds = _groups(act["rank"])
+    x = act["x"].to_numpy(dtype="float64")
+    source = act["source"].tolist()
+    line = act["line"].tolist()
+    kind = act["kind"].astype(str).tolist()
+    text = act["text"].tolist()
+    key = act["key"].tolist()
+    err_pos = np.flatnonzero(act["err"].to_numpy(dtype=bool))
+    err_cut = np.searchsorted(err_pos, bounds)
+    culprits, affected = set(culprits), set(affected)
+    out = []
+    for g, rank in enumerate(keys):
+        a, b = int(bounds[g]), int(bounds[g + 1]) - 1
+        role = "culprit" if rank in culprits else "affected" if rank in affected else "other"
+        s = RankSummary(rank=rank, first_x=float(x[a]), last_x=float(x[b]),
+                        first_where=axis.where(x[a], source[a], line[a]),
+                        last_where=axis.where(x[b], source[b], line[b]),
+                        last_kind=str(kind[b]), last_text=str(text[b])[:240], last_key=str(key[b]), role=role)
+        errs = err_pos[err_cut[g]:err_cut[g + 1]]
+        s.n_errors = int(len(errs))
+        if len(errs):
+            xs = x[errs]
+            s.error_xs = [float(v) for v in xs[:: max(1, len(xs) // MAX_MARKS)][:MAX_MARKS]]
+            s.first_error_x = float(xs[0])
+            s.first_error_text = str(text[errs[0]])[:240]
+            s.error_kinds = tuple(sorted({kind[i] for i in errs}))
+        if rank in last_steps:
+            s.last_step = last_steps[rank][0]
+        out.append(s)
+    return out
 
 
 def _how(s: RankSummary) -> str:
@@ -273,14 +299,23 @@ def _steps(tables, axis: Axis) -> tuple[dict, dict, str | None, Axis]:
     st = st[st["x"].notna()]
     last: dict = {}
     series: dict = {}
-    for rank, grp in st.groupby("rank", dropna=False, sort=True):
-        r = None if pd.isna(rank) else int(rank)
-        grp = grp.sort_values("x", kind="stable")
-        top = grp.loc[grp["step"].astype("int64").idxmax()]
-        last[r] = (int(top["step"]), float(top["x"]), step_axis.where(top["x"], top["source"], top["line"]))
-        xs, ys = grp["x"].to_numpy(dtype=float), grp["step"].to_numpy(dtype=float)
+    if not len(st):
+        return last, series, phase, step_axis
+    # Rank-sorted, x-sorted within a rank (stable: equal x keep table order), so each rank is one slice.
+    st = st.sort_values(["rank", "x"], kind="stable", na_position="last")
+    keys, bounds = _groups(st["rank"])
+    x = st["x"].to_numpy(dtype="float64")
+    step_i = st["step"].astype("int64").to_numpy()
+    step_f = st["step"].to_numpy(dtype="float64")
+    source = st["source"].tolist()
+    line = st["line"].tolist()
+    for g, r in enumerate(keys):
+        a, b = int(bounds[g]), int(bounds[g + 1])
+        top = a + int(np.argmax(step_i[a:b]))          # first row holding the highest step, as idxmax picks
+        last[r] = (int(step_i[top]), float(x[top]), step_axis.where(x[top], source[top], line[top]))
+        xs, ys = x[a:b], step_f[a:b]
         if len(xs) > MAX_STEP_POINTS:
             k = len(xs) // MAX_STEP_POINTS + 1
-            xs, ys = list(xs[::k]) + [xs[-1]], list(ys[::k]) + [ys[-1]]
-        series[r] = (list(map(float, xs)), list(map(float, ys)))
+            xs, ys = np.append(xs[::k], xs[-1]), np.append(ys[::k], ys[-1])
+        series[r] = (xs.tolist(), ys.tolist())
     return last, series, phase, step_axis

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from postmortem.stacks import rank_ranges as stacks_rank_ranges
@@ -13,6 +14,7 @@ MAX_SHOWN_FRAMES = 12
 MAX_COLL_ROWS = 60
 MAX_NCCL_WARNINGS = 12
 MAX_GPU_SERIES = 64
+MAX_GPU_ROWS = 128          # GPU table rows; lost GPUs and GPUs with ECC errors are always listed
 
 
 def rank_ranges(ranks) -> str:
@@ -182,13 +184,16 @@ def collective_rows(coll: pd.DataFrame, default_pg: str) -> tuple[list[CollRow],
     c = c.assign(pg=c["pg"].fillna(default_pg).astype(str),
                  order=c["seq"].fillna(c["last_completed"]).fillna(c["last_enqueued"]))
     c = c.sort_values(["pg", "rank", "order", "line"], kind="stable", na_position="first")
-    last = c.groupby(["pg", "rank"], dropna=False, sort=True).tail(1)
-    enq = c.groupby(["pg", "rank"], dropna=False)["last_enqueued"].max()
-    comp = c.groupby(["pg", "rank"], dropna=False)["last_completed"].max()
+    by = c.groupby(["pg", "rank"], dropna=False, sort=True)
+    last = by.tail(1)
+    peaks = by[["last_enqueued", "last_completed"]].max()
+    # Highest enqueued/completed per (pg, rank), looked up from a dict. Rows without a rank get none: the rank-less
+    # group is never matched by its key, as before.
+    highest = {(pg, _int(rank)): (_int(e), _int(d)) for (pg, rank), e, d in
+               zip(peaks.index, peaks["last_enqueued"], peaks["last_completed"]) if _int(rank) is not None}
     rows: dict[tuple, dict] = {}
     for rec in last.to_dict("records"):
-        k = (rec["pg"], rec["rank"] if not pd.isna(rec["rank"]) else None)
-        e, d = _int(enq.get(k)), _int(comp.get(k))
+        e, d = highest.get((rec["pg"], _int(rec["rank"])), (None, None))
         key = (rec["pg"], _int(rec["seq"]), str(rec["op"] or ""), str(rec["state"] or ""), e, d)
         rows.setdefault(key, []).append(_int(rec["rank"]))
     front: dict[str, float] = {}
@@ -312,10 +317,27 @@ class GpuModel:
     oom_x: float | None
     oom_when: str
     oom_logged: bool
+    hidden: int = 0                # GPUs left out of `rows` (none of them lost or with ECC errors)
 
 
 def _mib(v) -> str:
     return "" if v is None or pd.isna(v) else f"{float(v):,.0f}"
+
+
+def _gpu_series(g: pd.DataFrame, ids, keys: list[str], totals: list) -> dict:
+    """Memory series of the first MAX_GPU_SERIES GPUs (in table order) that report memory used."""
+    ok = g["mem_used_mib"].notna().to_numpy()
+    ids = ids[ok]
+    order = np.argsort(ids, kind="stable")      # rows of one GPU together, still in x order
+    ids = ids[order]
+    xs = g["x"].to_numpy(dtype="float64")[ok][order]
+    used = g["mem_used_mib"].to_numpy(dtype="float64")[ok][order]
+    series: dict = {}
+    for gid in np.unique(ids)[:MAX_GPU_SERIES]:
+        a, b = np.searchsorted(ids, gid, "left"), np.searchsorted(ids, gid, "right")
+        total = totals[gid]
+        series[keys[gid]] = (xs[a:b].tolist(), used[a:b].tolist(), None if pd.isna(total) else float(total))
+    return series
 
 
 def gpu_model(gpu: pd.DataFrame, events: pd.DataFrame) -> GpuModel | None:
@@ -333,25 +355,28 @@ def gpu_model(gpu: pd.DataFrame, events: pd.DataFrame) -> GpuModel | None:
         snap = g["snapshot"].astype("float64")
         g["x"] = snap.where(snap.notna(), g["line"].astype("float64"))
     g = g.sort_values(["hostkey", "gpukey", "x"], kind="stable")
-    rows, series = [], {}
     multi_host = g["hostkey"].nunique() > 1
-    for (hk, gk), grp in g.groupby(["hostkey", "gpukey"], sort=True):
+    # One aggregation over all GPUs (first/last skip missing values, like the table wants), not a frame per GPU.
+    by = g.assign(lost=g["lost"].fillna(False).astype(bool)).groupby(["hostkey", "gpukey"], sort=True)
+    agg = by.agg(host=("host", "first"), bus=("bus_id", "first"), peak=("mem_used_mib", "max"),
+                 total=("mem_total_mib", "max"), last=("mem_used_mib", "last"), util=("util_pct", "last"),
+                 n=("mem_used_mib", "size"), lost=("lost", "any"), ecc=("ecc_uncorrected", "max"))
+    rows, keys = [], []
+    for (hk, gk), host, bus, peak, total, last, util, n, lost, ecc in zip(
+            agg.index, agg["host"], agg["bus"], agg["peak"], agg["total"], agg["last"], agg["util"], agg["n"],
+            agg["lost"], agg["ecc"]):
         key = f"{hk} GPU {gk}" if multi_host else f"GPU {gk}"
-        used = grp["mem_used_mib"]
-        total = grp["mem_total_mib"].dropna()
-        bus = grp["bus_id"].dropna()
-        util = grp["util_pct"].dropna()
-        ecc = grp["ecc_uncorrected"].dropna()
-        lost = bool(grp["lost"].fillna(False).astype(bool).any())
-        rows.append(GpuRow(key=key, host=str(grp["host"].dropna().iloc[0]) if grp["host"].notna().any() else "",
-                           gpu=str(gk), bus=str(bus.iloc[0]) if len(bus) else "", peak=_mib(used.max()),
-                           total=_mib(total.max()) if len(total) else "", last=_mib(used.dropna().iloc[-1])
-                           if used.notna().any() else "", util=f"{util.iloc[-1]:.0f}" if len(util) else "",
-                           snapshots=int(len(grp)), lost=lost, ecc=int(ecc.max()) if len(ecc) else 0))
-        if len(series) < MAX_GPU_SERIES and used.notna().any():
-            ok = grp[grp["mem_used_mib"].notna()]
-            series[key] = (list(map(float, ok["x"])), list(map(float, ok["mem_used_mib"])),
-                           float(total.max()) if len(total) else None)
+        keys.append(key)
+        rows.append(GpuRow(key=key, host="" if pd.isna(host) else str(host), gpu=str(gk),
+                           bus="" if pd.isna(bus) else str(bus), peak=_mib(peak), total=_mib(total), last=_mib(last),
+                           util="" if pd.isna(util) else f"{util:.0f}", snapshots=int(n), lost=bool(lost),
+                           ecc=0 if pd.isna(ecc) else int(ecc)))
+    series = _gpu_series(g, by.ngroup().to_numpy(), keys, agg["total"].tolist())
+    shown, quiet = [], 0
+    for r in rows:
+        if r.lost or r.ecc or quiet < MAX_GPU_ROWS:
+            shown.append(r)
+            quiet += not (r.lost or r.ecc)
     oom_x, oom_when = None, ""
     ooms = events[events["kind"].isin(["oom", "gpu_oom"])] if len(events) else events
     if len(ooms):
@@ -359,13 +384,15 @@ def gpu_model(gpu: pd.DataFrame, events: pd.DataFrame) -> GpuModel | None:
             t = ooms["ts"].min()
             oom_x, oom_when = (t - origin).total_seconds(), t.strftime("%Y-%m-%d %H:%M:%S")
         elif not timed:
-            # Same file as the snapshots: place the OOM between the snapshots printed before and after it.
-            for rec in ooms.sort_values("line").to_dict("records"):
-                same = g[g["source"] == rec["source"]]
-                if len(same) and rec["line"] is not None and not pd.isna(rec["line"]):
-                    before = same[same["line"] <= rec["line"]]
-                    oom_x = float(before["x"].max()) + 0.5 if len(before) else float(same["x"].min()) - 0.5
-                    oom_when = f"{rec['source']}:{int(rec['line'])}"
-                    break
-    return GpuModel(rows=rows, mode="time" if timed else "snapshot", origin=origin, series=series, oom_x=oom_x,
-                    oom_when=oom_when, oom_logged=bool(len(ooms)))
+            # Same file as the snapshots: place the first such OOM between the snapshots printed before and after it.
+            by_line = ooms.sort_values("line")
+            placeable = by_line[by_line["line"].notna() & by_line["source"].notna()
+                                & by_line["source"].isin(g["source"].dropna().unique())]
+            if len(placeable):
+                src, line = placeable["source"].iloc[0], placeable["line"].iloc[0]
+                same = g[g["source"] == src]
+                before = same[same["line"] <= line]
+                oom_x = float(before["x"].max()) + 0.5 if len(before) else float(same["x"].min()) - 0.5
+                oom_when = f"{src}:{int(line)}"
+    return GpuModel(rows=shown, mode="time" if timed else "snapshot", origin=origin, series=series, oom_x=oom_x,
+                    oom_when=oom_when, oom_logged=bool(len(ooms)), hidden=len(rows) - len(shown))

@@ -180,6 +180,7 @@ class ReportView:
     gpu_fig: FigureView | None
     gpu_rows: list
     gpu_note: str
+    gpu_more: str
     stack_classes: list
     stacks_more: str
     stacks_least: str
@@ -266,8 +267,8 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
         evidence_intro=i18n.fmt(t, "evidence_intro", n=context),
         evidence_more=i18n.fmt(t, "evidence_more", n=ev_more) if ev_more else "",
         timeline_fig=None, timeline_rows=[], timeline_axis="", timeline_notes=[], steps_fig=None, steps_rows=[],
-        steps_phase="", gpu_fig=None, gpu_rows=[], gpu_note="", stack_classes=[], stacks_more="", stacks_least="",
-        coll_rows=[], coll_more="", nccl=None, nccl_channels="", findings=findings, gaps=gaps, gaps_script=gaps_script,
+        steps_phase="", gpu_fig=None, gpu_rows=[], gpu_note="", gpu_more="", stack_classes=[], stacks_more="",
+        stacks_least="", coll_rows=[], coll_more="", nccl=None, nccl_channels="", findings=findings, gaps=gaps, gaps_script=gaps_script,
         sources=sources, sources_summary=src_summary, sources_more=src_more, fragment=fragment)
     if not fragment:
         _fill_rank_sections(view, analysis, t, figures, lang)
@@ -462,6 +463,7 @@ def _fill_table_sections(view: ReportView, analysis, t, figures: bool, lang: str
             g.flags = " ".join(x for x in (t["gpu_lost"] if g.lost else "",
                                            i18n.fmt(t, "gpu_ecc", n=g.ecc) if g.ecc else "") if x)
         view.gpu_rows = gm.rows
+        view.gpu_more = i18n.fmt(t, "gpu_more", n=gm.hidden) if gm.hidden else ""
         if gm.oom_x is not None:
             view.gpu_note = i18n.fmt(t, "gpu_oom_marked", when=gm.oom_when)
         elif gm.oom_logged:

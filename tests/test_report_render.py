@@ -320,6 +320,24 @@ def test_sources_table_is_capped_but_keeps_problems():
     assert "26 more files" in view.sources_more
 
 
+def test_gpu_table_is_capped_but_keeps_faulty_gpus():
+    from reports.sections import MAX_GPU_ROWS
+    job = synthetic()
+    n = MAX_GPU_ROWS + 40
+    job.tables.frames["gpu"] = schema.frame_from_rows("gpu", [
+        {"source": f"node{i // 8}/smi.csv", "line": 2, "host": f"node{i // 8:03d}", "gpu_index": i % 8,
+         "mem_used_mib": 1000.0 + i, "mem_total_mib": 81920.0, "snapshot": 0, "lost": i == n - 1,
+         "ecc_uncorrected": 3.0 if i == n - 2 else None} for i in range(n)])
+    gpu = section(render_html(job, generated_at="x"), "gpu")
+    rows = re.findall(r"<tr( class=\"is-hot\")?><td>(node\d+)</td><td>(\d)</td>", gpu)
+    assert len(rows) == MAX_GPU_ROWS + 2                       # the first ones, then the two faulty GPUs
+    assert rows[-2:] == [(' class="is-hot"', f"node{(n - 2) // 8:03d}", str((n - 2) % 8)),
+                         (' class="is-hot"', f"node{(n - 1) // 8:03d}", str((n - 1) % 8))]
+    assert "38 more GPUs are not listed; none of them was lost" in gpu
+    small = section(render_html(synthetic(), generated_at="x"), "gpu")
+    assert "more GPUs" not in small
+
+
 # ---------------------------------------------------------------- language, notebook, figures
 
 def test_chinese_report_uses_the_catalogue():
