@@ -7,6 +7,7 @@ from typing import Callable
 
 from postmortem import textio
 from postmortem.discover import Source
+from postmortem.schema import Columns, to_columns
 
 
 @dataclass
@@ -36,6 +37,17 @@ class ParseResult:
                 self.meta.setdefault(key, []).extend(value)
             else:
                 self.meta.setdefault(key, value)
+
+
+def compact(result: ParseResult) -> ParseResult:
+    """The same result with every table's rows as Columns (for sending between processes)."""
+    result.rows = {t: rows if isinstance(rows, Columns) else to_columns(rows) for t, rows in result.rows.items()}
+    return result
+
+
+def parse_source_compact(source: Source) -> ParseResult:
+    """parse_source, rows returned column-wise (the parallel engines' unit of work)."""
+    return compact(parse_source(source))
 
 
 Parser = Callable[[Source], ParseResult]

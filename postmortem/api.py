@@ -65,7 +65,7 @@ def parse_all(sources: list, jobs: int | None = None, engine: str = "local", sch
     """Parse every source (in parallel processes when it pays); results are in the order of `sources`.
 
     A progress bar is drawn on stderr while parsing, unless `quiet` or stderr is not a terminal."""
-    from parsers import parse_source
+    from parsers.base import parse_source_compact as parse_source
     from postmortem import progress as progress_mod
     total = sum(s.bytes for s in sources if not s.problem)
     with progress_mod.make(len(sources), total, quiet=quiet) as bar:
@@ -97,8 +97,8 @@ def parse_all(sources: list, jobs: int | None = None, engine: str = "local", sch
 def _isolate(sources: list, out: list, bar) -> None:
     """A parser process died (killed for memory, a crash in C code): parse what is left one file per process, so
     the file that kills its process is named in its problem and every other file is still read."""
-    from parsers import parse_source
     from parsers.base import ParseResult
+    from parsers.base import parse_source_compact as parse_source
     for i, src in enumerate(sources):
         if out[i] is not None:
             continue

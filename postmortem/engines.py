@@ -34,8 +34,8 @@ def batches(sources: list, max_bytes: int = BATCH_BYTES, max_files: int = BATCH_
 
 def parse_batch(sources: list) -> list:
     """Parse a list of sources on a worker (module-level so it pickles by reference)."""
-    from parsers import parse_source
-    return [parse_source(s) for s in sources]
+    from parsers.base import parse_source_compact
+    return [parse_source_compact(s) for s in sources]
 
 
 def dask_parse(sources: list, scheduler: str | None = None, progress=None, n_workers: int | None = None) -> list:

@@ -1,6 +1,7 @@
 """Table schemas (one place, versioned) and the validation applied where each DataFrame is built."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import repeat
 
 import pandas as pd
@@ -48,23 +49,50 @@ def empty_frame(table: str) -> pd.DataFrame:
     return frame_from_rows(table, [])
 
 
+@dataclass
+class Columns:
+    """One table's rows stored column-wise: what a parser process sends back (a fraction of the memory and pickle
+    size of one dict per row). A key no row has is absent; a row without a key holds None there."""
+    data: dict[str, list]
+    n: int
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def to_columns(rows: list[dict]) -> Columns:
+    """Row dicts -> Columns (every key any row has becomes a column; the keys are gathered in C)."""
+    keys = set().union(*rows) if rows else set()
+    return Columns({k: list(map(dict.get, rows, repeat(k))) for k in sorted(keys)}, len(rows))
+
+
 def frame_from_rows(table: str, rows: list[dict]) -> pd.DataFrame:
     """Build a validated DataFrame for `table` from row dicts; unknown keys are an error, missing ones null."""
-    cols = columns(table)
-    extra = set().union(*rows) - set(cols) if rows else set()  # every key of every row, gathered in C
+    block = to_columns(rows)
+    return frame_from_columns(table, block.data, block.n)
+
+
+def check_columns(table: str, names) -> None:
+    """Raise ValueError for a column the table does not have."""
+    extra = set(names) - set(columns(table))
     if extra:
         raise ValueError(f"table {table}: unknown columns {sorted(extra)}")
-    # Column by column (pandas' from_records walks the rows once per cell in Python and then re-infers types).
-    data = {}
+
+
+def frame_from_columns(table: str, data: dict[str, list], n: int) -> pd.DataFrame:
+    """Build a validated DataFrame for `table` from column lists of length n (absent columns are null)."""
+    cols = columns(table)
+    check_columns(table, data)
+    out = {}
     for col in cols:
-        values = pd.Series(list(map(dict.get, rows, repeat(col))), dtype=object)
+        values = pd.Series(data[col] if col in data else [None] * n, dtype=object)
         if col == "ts":
-            data[col] = pd.to_datetime(values, utc=True, errors="coerce")
+            out[col] = pd.to_datetime(values, utc=True, errors="coerce")
         elif col in DTYPES:
-            data[col] = _coerce(values, DTYPES[col])
+            out[col] = _coerce(values, DTYPES[col])
         else:
-            data[col] = values
-    return pd.DataFrame(data, columns=cols)
+            out[col] = values
+    return pd.DataFrame(out, columns=cols)
 
 
 def _coerce(series: pd.Series, dtype: str) -> pd.Series:

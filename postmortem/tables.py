@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import pandas as pd
 
@@ -31,26 +32,35 @@ class Tables:
 
 
 def build(sources: list[Source], results: list) -> Tables:
-    """Assemble tables from discovered sources and their ParseResults (same order)."""
-    rows: dict[str, list[dict]] = {name: [] for name in schema.TABLE_NAMES}
+    """Assemble tables from discovered sources and their ParseResults (same order; rows as dicts or Columns)."""
+    acc: dict[str, dict[str, list]] = {name: {c: [] for c in schema.columns(name)} for name in schema.TABLE_NAMES}
+    counts = dict.fromkeys(schema.TABLE_NAMES, 0)
     meta: dict = {"hostpid_rank": {}, "world_size_claims": []}
+    source_rows = []
     for src, res in zip(sources, results):
         problem = "; ".join(res.problems) if res.problems else None
-        rows["sources"].append({
+        source_rows.append({
             "source": src.source, "line": None, "rank": src.rank if src.rank is not None else src.local_rank,
             "host": src.host, "ts": None, "kind": src.kind, "compression": src.compression, "bytes": src.bytes,
             "lines": res.lines, "parsed_ok": src.problem is None and not _fatal(res), "problem": problem,
             "job": None})
         for table, trows in res.rows.items():
-            rows[table].extend(trows)
+            block = trows if isinstance(trows, schema.Columns) else schema.to_columns(trows)
+            schema.check_columns(table, block.data)
+            for col, values in acc[table].items():
+                got = block.data.get(col)
+                values.extend(got if got is not None else repeat(None, block.n))
+            counts[table] += block.n
         meta.setdefault("collector_env", {}).update(res.meta.get("collector_env", {}))
         for key, value in res.meta.get("hostpid_rank", {}).items():
             meta["hostpid_rank"][key] = value
         for key in ("nccl_counts", "summarised"):  # bounded summaries of repetitive lines, per source
             if res.meta.get(key):
                 meta.setdefault(key, {}).update(res.meta[key])
-    _resolve_hostpid_ranks(rows, meta["hostpid_rank"])
-    frames = {name: schema.frame_from_rows(name, rows[name]) for name in schema.TABLE_NAMES}
+    block = schema.to_columns(source_rows)
+    acc["sources"], counts["sources"] = block.data, block.n
+    _resolve_hostpid_ranks(acc, meta["hostpid_rank"])
+    frames = {name: schema.frame_from_columns(name, acc[name], counts[name]) for name in schema.TABLE_NAMES}
     frames["stacks"] = stacks_mod.join_ranks(frames["stacks"], meta["hostpid_rank"])  # dumped pids -> NCCL ranks
     for name, df in frames.items():
         schema.validate(name, df)
@@ -64,17 +74,21 @@ def _fatal(res) -> bool:
                for p in res.problems)
 
 
-def _resolve_hostpid_ranks(rows: dict[str, list[dict]], hostpid_rank: dict) -> None:
+def _resolve_hostpid_ranks(cols: dict[str, dict[str, list]], hostpid_rank: dict) -> None:
     """NCCL lines carry host:pid, not rank; an `Init COMPLETE ... rank N nranks M` line of the same pid maps them."""
     if not hostpid_rank:
         return
-    for row in rows["nccl"]:
-        if row.get("rank") is None and row.get("pid") is not None:
-            row["rank"] = hostpid_rank.get(f"{row.get('host')}:{row['pid']}")
-    for row in rows["events"]:
-        hp = (row.get("attrs") or {}).get("hostpid")
-        if hp and row.get("rank") is None:
-            row["rank"] = hostpid_rank.get(hp)
+    nccl = cols["nccl"]
+    ranks, pids, hosts = nccl["rank"], nccl["pid"], nccl["host"]
+    for i, (rank, pid) in enumerate(zip(ranks, pids)):
+        if rank is None and pid is not None:
+            ranks[i] = hostpid_rank.get(f"{hosts[i]}:{pid}")
+    ev = cols["events"]
+    ranks = ev["rank"]
+    for i, (rank, attrs) in enumerate(zip(ranks, ev["attrs"])):
+        hp = (attrs or {}).get("hostpid")
+        if hp and rank is None:
+            ranks[i] = hostpid_rank.get(hp)
 
 
 def _world(frames: dict[str, pd.DataFrame]) -> dict:
