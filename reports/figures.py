@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,9 @@ ERROR_COLOUR = "#c0392b"
 GREY_LINE = "#9aa4ad"
 MAX_ARROWS = 12
 MAX_LABELLED = 16
+MAX_GPU_HIGHLIGHT = 8      # coloured GPUs with a legend entry when the GPU chart has more than MAX_LABELLED
+TOP_PEAK_GPUS = 3          # GPUs nearest their capacity, coloured when no GPU is lost, faulty or a culprit's
+CAPACITY_LINE = "#5d6d7e"
 CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei",
              "Source Han Sans SC", "SimHei", "Microsoft YaHei", "PingFang SC", "AR PL UMing CN", "Droid Sans Fallback")
 
@@ -26,10 +30,10 @@ def make_figures(analysis, lang: str = "en") -> dict:
     from reports import ranks as ranks_mod
     from reports import sections
     model = ranks_mod.build(analysis)
+    gm = sections.gpu_model(analysis.tables.gpu, analysis.tables.events)
     out = {}
     for name, fig in (("timeline", timeline_figure(model, lang)), ("steps", steps_figure(model, lang)),
-                      ("gpu_memory", gpu_figure(sections.gpu_model(analysis.tables.gpu, analysis.tables.events),
-                                                lang))):
+                      ("gpu_memory", gpu_figure(gm, lang, gpu_culprits(analysis, gm)))):
         if fig is not None:
             out[name] = fig
     return out
@@ -208,17 +212,23 @@ def _grey_lines(ax, segments: list) -> None:
     segments.clear()
 
 
-def gpu_figure(gm, lang: str = "en") -> Figure | None:
-    """Memory used per GPU over time (or snapshot index), capacity dashed, the first OOM as a red line."""
+def gpu_figure(gm, lang: str = "en", culprits: dict | None = None) -> Figure | None:
+    """Memory used per GPU over time (or snapshot index), capacity dashed, the first OOM as a red line.
+
+    Up to MAX_LABELLED GPUs get a line, a colour and a legend entry each; more are drawn as grey lines with only the
+    GPUs that matter in colour (see `_gpu_many`). `culprits` maps series keys to culprit ranks (`gpu_culprits`)."""
     if gm is None or not gm.series:
         return None
     fig, ax, t, family = _new(lang, 10, 3.4)
-    for i, (key, (xs, used, total)) in enumerate(sorted(gm.series.items())):
-        colour = f"C{i % 10}"
-        ax.plot(xs, used, marker="o" if len(xs) <= 40 else None, markersize=4, linewidth=1.4, color=colour,
-                label=key if i < MAX_LABELLED else None)
-        if total:
-            ax.axhline(total, color=colour, linestyle="--", linewidth=0.8, alpha=0.7)
+    if len(gm.series) > MAX_LABELLED:
+        _gpu_many(ax, gm, t, family, culprits or {})
+    else:
+        for i, (key, (xs, used, total)) in enumerate(sorted(gm.series.items())):
+            colour = f"C{i % 10}"
+            ax.plot(xs, used, marker="o" if len(xs) <= 40 else None, markersize=4, linewidth=1.4, color=colour,
+                    label=key if i < MAX_LABELLED else None)
+            if total:
+                ax.axhline(total, color=colour, linestyle="--", linewidth=0.8, alpha=0.7)
     if gm.oom_x is not None:
         ax.axvline(gm.oom_x, color=ERROR_COLOUR, linewidth=1.6)
         ax.annotate(t["fig_oom"], xy=(gm.oom_x, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12),
@@ -235,3 +245,101 @@ def gpu_figure(gm, lang: str = "en") -> Figure | None:
               prop={"family": family, "size": 7} if family else {"size": 7})
     fig.tight_layout()
     return fig
+
+
+def _gpu_many(ax, gm, t: dict, family, culprits: dict) -> None:
+    """Many GPUs: grey lines as one artist, the GPUs that matter in colour with a legend entry, capacity once each."""
+    rows = {r.key: r for r in gm.rows}
+    picked = _gpu_highlights(gm, rows, culprits, t)
+    grey = [np.column_stack(gm.series[k][:2]) for k in sorted(gm.series) if k not in picked]
+    if grey:
+        # Below the coloured lines: collections are drawn before lines at the same z-order.
+        ax.add_collection(LineCollection(grey, colors=GREY_LINE, linewidths=0.6, alpha=0.5, capstyle="projecting",
+                                         joinstyle="round"))
+        ax.autoscale_view()
+    for i, (key, why) in enumerate(picked.items()):
+        xs, used, _total = gm.series[key]
+        row = rows.get(key)
+        name = f"{row.host} GPU {row.gpu}" if row is not None and row.host else key
+        ax.plot(xs, used, marker="o" if len(xs) <= 40 else None, markersize=3, linewidth=1.4, color=f"C{i % 10}",
+                label=i18n.fmt(t, "fig_gpu_flagged", gpu=name, why=", ".join(why)))
+    if grey:
+        ax.plot([], [], color=GREY_LINE, linewidth=0.8, label=i18n.fmt(t, "fig_other_gpus", n=len(grey)))
+    for total in sorted({s[2] for s in gm.series.values() if s[2]}):
+        ax.axhline(total, color=CAPACITY_LINE, linestyle="--", linewidth=0.8, alpha=0.7)
+        ax.annotate(f"{t['fig_capacity']} {total:,.0f}", xy=(1.0, total), xycoords=("axes fraction", "data"),
+                    xytext=(-2, 2), textcoords="offset points", ha="right", va="bottom", fontsize=7,
+                    color=CAPACITY_LINE, fontfamily=family or "DejaVu Sans")
+
+
+def _gpu_highlights(gm, rows: dict, culprits: dict, t: dict) -> dict:
+    """Series key -> reasons, in legend order: lost GPUs, uncorrectable ECC, culprit ranks' GPUs (at most
+    MAX_GPU_HIGHLIGHT); with none of those, the TOP_PEAK_GPUS closest to their capacity."""
+    keys = sorted(gm.series)
+    out: dict[str, list[str]] = {}
+    for key in keys:
+        if key in rows and rows[key].lost:
+            out.setdefault(key, []).append(t["gpu_lost"])
+    for key in sorted((k for k in keys if k in rows and rows[k].ecc), key=lambda k: -rows[k].ecc):
+        out.setdefault(key, []).append(i18n.fmt(t, "gpu_ecc", n=rows[key].ecc))
+    for key in keys:
+        if culprits.get(key):
+            out.setdefault(key, []).append(i18n.fmt(t, "fig_rank", rank=", ".join(map(str, culprits[key]))))
+    if not out:
+        peaks = []
+        for key in keys:
+            _xs, used, total = gm.series[key]
+            if used:
+                peak = max(used)
+                # relative to capacity where it is known; GPUs without a capacity rank after those with one
+                peaks.append(((0, -peak / total) if total else (1, -peak), key,
+                              f"{peak / total:.0%}" if total else f"{peak:,.0f} MiB"))
+        for _rank, key, text in sorted(peaks)[:TOP_PEAK_GPUS]:
+            out[key] = [i18n.fmt(t, "fig_gpu_peak", peak=text)]
+    return dict(list(out.items())[:MAX_GPU_HIGHLIGHT])
+
+
+def _bus_number(text) -> int | None:
+    """PCI address as a number: nvidia-smi `00000000:2A:00.0` and NCCL's `busId 2a000` give the same one."""
+    if text is None or pd.isna(text):
+        return None
+    digits = re.sub(r"[^0-9a-fA-F]", "", str(text))
+    if not digits or len(digits) > 16:
+        return None
+    if ":" in str(text) and "." not in str(text):
+        digits += "0"   # `0000:2a:00` (dmesg style) has no function digit; NCCL's number always ends in it
+    return int(digits, 16)
+
+
+def gpu_culprits(analysis, gm) -> dict:
+    """Series key -> the verdict's culprit ranks that ran on that GPU, from NCCL's host + busId of each culprit rank.
+
+    Only worked out when the chart has more than MAX_LABELLED GPUs (smaller charts label every GPU anyway). A GPU
+    without a host matches only when the nvidia-smi data and NCCL each name a single host: bus ids repeat per node."""
+    verdict = getattr(analysis, "verdict", None)
+    ranks = set(verdict.culprit_ranks or []) if verdict is not None else set()
+    if gm is None or len(gm.series) <= MAX_LABELLED or not ranks:
+        return {}
+    nccl, gpu = analysis.tables.nccl, analysis.tables.gpu
+    if not len(nccl):
+        return {}
+    mine = nccl[nccl["rank"].isin(ranks) & nccl["bus_id"].notna()]
+    where: dict[tuple, set] = {}
+    for rank, host, bus in zip(mine["rank"], mine["host"], mine["bus_id"]):
+        num = _bus_number(bus)
+        if num is not None:
+            where.setdefault((None if pd.isna(host) else str(host), num), set()).add(int(rank))
+    one_host = (nccl["host"].dropna().nunique() <= 1
+                and gpu["host"].where(gpu["host"].notna(), gpu["source"]).nunique() == 1)
+    out = {}
+    for row in gm.rows:
+        if row.key not in gm.series:
+            continue
+        num = _bus_number(row.bus or None)
+        hit = set()
+        for (host, bus), rs in where.items():
+            if bus == num and (row.host == host if row.host and host else one_host):
+                hit |= rs
+        if hit:
+            out[row.key] = sorted(hit)
+    return out

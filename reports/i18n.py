@@ -241,6 +241,9 @@ EN: dict[str, str] = {
     "fig_steps_alt": "Step reached by each rank over time",
     "fig_gpu_alt": "GPU memory used per GPU over time",
     "fig_other_ranks": "other ranks",
+    "fig_other_gpus": "{n} other GPUs",
+    "fig_gpu_flagged": "{gpu} ({why})",
+    "fig_gpu_peak": "peak {peak}",
 }
 
 ZH: dict[str, str] = {
@@ -457,6 +460,9 @@ ZH: dict[str, str] = {
     "fig_steps_alt": "各 rank 随时间到达的训练步",
     "fig_gpu_alt": "各 GPU 显存占用随时间变化",
     "fig_other_ranks": "其他 rank",
+    "fig_other_gpus": "其他 {n} 块 GPU",
+    "fig_gpu_flagged": "{gpu}（{why}）",
+    "fig_gpu_peak": "峰值 {peak}",
 }
 
 CATALOGUES: dict[str, dict[str, str]] = {"en": EN, "zh": ZH}

@@ -469,7 +469,7 @@ def _fill_table_sections(view: ReportView, analysis, t, figures: bool, lang: str
         elif gm.oom_logged:
             view.gpu_note = t["gpu_oom_unplaced"]
         if figures:
-            f = figs_mod.gpu_figure(gm, lang)
+            f = figs_mod.gpu_figure(gm, lang, figs_mod.gpu_culprits(analysis, gm))
             if f is not None:
                 view.gpu_fig = FigureView("gpu_memory", figs_mod.to_data_uri(f), t["fig_gpu_alt"])
     summary = sections.stack_classes(tables.stacks, t["stacks_main_thread"])

@@ -391,6 +391,56 @@ def test_make_figures_returns_matplotlib_figures(job):
     assert uri.startswith("data:image/png;base64,") and uri == to_data_uri(figs["timeline"])
 
 
+def _many_gpus(n: int, lost: int | None = None, hosts: bool = True) -> Analysis:
+    """synthetic() with `n` GPUs, 8 per node, over 5 snapshots; GPU `lost` is lost in the last one."""
+    job = synthetic()
+    job.tables.frames["gpu"] = schema.frame_from_rows("gpu", [
+        {"source": f"node{i // 8}/smi.csv", "line": snap * 10 + i % 8 + 1,
+         "host": f"node{i // 8:03d}" if hosts else None, "gpu_index": i % 8, "bus_id": f"00000000:{0x18 + i % 8:02X}:00.0", "snapshot": snap,
+         "mem_used_mib": None if (i == lost and snap == 4) else 20000.0 + 100 * i + 500 * snap,
+         "mem_total_mib": 81920.0 if i % 2 else 40960.0, "lost": i == lost and snap == 4}
+        for snap in range(5) for i in range(n)])
+    return job
+
+
+def _legend(fig) -> list[str]:
+    legend = fig.axes[0].get_legend()
+    return [x.get_text() for x in legend.get_texts()] if legend else []
+
+
+def test_gpu_chart_of_a_big_job_shows_the_faulty_gpu_and_greys_the_rest():
+    from matplotlib.collections import LineCollection
+    fig = make_figures(_many_gpus(40, lost=21))["gpu_memory"]
+    ax = fig.axes[0]
+    labels = _legend(fig)
+    assert len(labels) <= 9, labels
+    assert "node002 GPU 5 (lost)" in labels and "39 other GPUs" in labels
+    greys = [c for c in ax.collections if isinstance(c, LineCollection)]
+    assert len(greys) == 1 and len(greys[0].get_segments()) == 39
+    assert len(ax.lines) < 10                                   # not one artist per GPU
+    capacity = sorted(ln.get_ydata()[0] for ln in ax.lines if ln.get_linestyle() == "--")
+    assert capacity == [40960.0, 81920.0]                      # once per distinct capacity
+
+
+def test_gpu_chart_of_a_big_job_colours_the_culprit_gpu_or_the_fullest():
+    job = _many_gpus(40)                                       # the verdict's culprit is rank 3
+    job.tables.frames["nccl"] = schema.frame_from_rows("nccl", [
+        {"source": "nccl.log", "line": r + 1, "rank": r, "host": f"node{r // 8:03d}", "level": "INFO",
+         "bus_id": f"{0x18 + r % 8:x}000", "cuda_dev": r % 8, "message": "Init COMPLETE"} for r in range(40)])
+    assert _legend(make_figures(job)["gpu_memory"]) == ["node000 GPU 3 (rank 3)", "39 other GPUs"]
+    fullest = _legend(make_figures(_many_gpus(40, hosts=False))["gpu_memory"])
+    assert fullest == ["node4/smi.csv GPU 6 (peak 63%)", "node4/smi.csv GPU 4 (peak 62%)",   # of 40,960 MiB
+                       "node4/smi.csv GPU 2 (peak 62%)", "37 other GPUs"], fullest
+    zh = _legend(make_figures(_many_gpus(40, lost=21), lang="zh")["gpu_memory"])
+    assert zh[-1] == "其他 39 块 GPU" or zh[-1] == "39 other GPUs"   # English without a CJK font
+
+
+def test_gpu_chart_of_a_small_job_labels_every_gpu():
+    fig = make_figures(_many_gpus(16, lost=3))["gpu_memory"]
+    assert _legend(fig) == [f"node{i // 8:03d} GPU {i % 8}" for i in range(16)]
+    assert not fig.axes[0].collections
+
+
 def test_rank_ranges():
     assert rank_ranges([7, 0, 1, 2, 3, 5]) == "0-3, 5, 7"
     assert rank_ranges([]) == ""
