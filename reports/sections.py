@@ -324,8 +324,9 @@ def _mib(v) -> str:
     return "" if v is None or pd.isna(v) else f"{float(v):,.0f}"
 
 
-def _gpu_series(g: pd.DataFrame, ids, keys: list[str], totals: list) -> dict:
-    """Memory series of the first MAX_GPU_SERIES GPUs (in table order) that report memory used."""
+def _gpu_series(g: pd.DataFrame, ids, keys: list[str], totals: list, faulty: set | None = None) -> dict:
+    """Memory series of up to MAX_GPU_SERIES GPUs that report memory used, in table order: every faulty one (lost,
+    uncorrectable ECC errors), then the first others."""
     ok = g["mem_used_mib"].notna().to_numpy()
     ids = ids[ok]
     order = np.argsort(ids, kind="stable")      # rows of one GPU together, still in x order
@@ -333,7 +334,13 @@ def _gpu_series(g: pd.DataFrame, ids, keys: list[str], totals: list) -> dict:
     xs = g["x"].to_numpy(dtype="float64")[ok][order]
     used = g["mem_used_mib"].to_numpy(dtype="float64")[ok][order]
     series: dict = {}
-    for gid in np.unique(ids)[:MAX_GPU_SERIES]:
+    gids = np.unique(ids)
+    if len(gids) > MAX_GPU_SERIES:
+        faulty = faulty or set()
+        bad = [gid for gid in gids if gid in faulty][:MAX_GPU_SERIES]
+        others = [gid for gid in gids if gid not in faulty][:MAX_GPU_SERIES - len(bad)]
+        gids = sorted(bad + others)
+    for gid in gids:
         a, b = np.searchsorted(ids, gid, "left"), np.searchsorted(ids, gid, "right")
         total = totals[gid]
         series[keys[gid]] = (xs[a:b].tolist(), used[a:b].tolist(), None if pd.isna(total) else float(total))
@@ -371,7 +378,8 @@ def gpu_model(gpu: pd.DataFrame, events: pd.DataFrame) -> GpuModel | None:
                            bus="" if pd.isna(bus) else str(bus), peak=_mib(peak), total=_mib(total), last=_mib(last),
                            util="" if pd.isna(util) else f"{util:.0f}", snapshots=int(n), lost=bool(lost),
                            ecc=0 if pd.isna(ecc) else int(ecc)))
-    series = _gpu_series(g, by.ngroup().to_numpy(), keys, agg["total"].tolist())
+    faulty = {i for i, r in enumerate(rows) if r.lost or r.ecc}
+    series = _gpu_series(g, by.ngroup().to_numpy(), keys, agg["total"].tolist(), faulty)
     shown, quiet = [], 0
     for r in rows:
         if r.lost or r.ecc or quiet < MAX_GPU_ROWS:

@@ -485,3 +485,11 @@ def test_512_rank_tree_report_stays_small(tmp_path):
     assert section(html, "sources").count('<tr id="src-') == 512
     assert section(html, "timeline").count('<tr class="role-') <= 41
     assert XSS not in html
+
+
+def test_a_faulty_gpu_beyond_the_series_cap_is_still_drawn():
+    from reports import sections
+    n = sections.MAX_GPU_SERIES + 16
+    labels = _legend(make_figures(_many_gpus(n, lost=n - 2))["gpu_memory"])
+    assert f"node{(n - 2) // 8:03d} GPU {(n - 2) % 8} (lost)" in labels, labels
+    assert f"{sections.MAX_GPU_SERIES - 1} other GPUs" in labels
