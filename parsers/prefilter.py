@@ -34,6 +34,7 @@ SUMMARY_MIN_BYTES = 256 * 1024  # smaller files: every progress/step/NCCL line i
 CHUNK = 1 << 20
 LONG_LINE = 8 << 20           # a line with neither `\n` nor `\r` is cut after this many bytes
 KEY_MEMO_MAX = 4096           # keys longer than this are not memoised
+SPAN_MIN = 64 * 1024          # lines longer than this are not copied out of their block (see _Span)
 MEMO_CAP = 200_000            # memo entries per process before it is cleared
 MAX_SAMPLES = 24              # sampled progress / step lines per file (plus the exact last ones)
 MIN_STRIDE = 8 * 1024
@@ -90,18 +91,20 @@ class Triggers:
                                                  [t.encode() for t in self.events_nocase], [NCCL_TRAIL_RAW])
         return self._fast
 
-    def long_line_flags(self, line: bytes) -> int | None:
-        """Flags of a long `\\r`-joined line without normalising it: None when it may hold an event (the caller
-        then classifies every segment), else the flags of its first and last redraw.
+    def long_line_flags(self, line) -> int | None:
+        """Flags of a long `\\r`-joined line (bytes or a _Span) without normalising it: None when it may hold an
+        event (the caller then classifies every segment), else the flags of its first and last redraw.
 
         A long line with no event trigger anywhere (the fast matcher reads its raw bytes) is a run of progress
         redraws; its first and last segments say which kind of bar or step line it is."""
         fast = self.fast_events()
-        if fast is None or fast.search(line):
+        if fast is None or fast.search(line.view() if isinstance(line, _Span) else line):
             return None
         first = line.find(b"\r")
-        last = line.rstrip(b"\r")
-        last = last[last.rfind(b"\r") + 1:]
+        end = len(line)
+        while end > 0 and line[end - 1:end] == b"\r":
+            end -= 1
+        last = line[line.rfind(b"\r", 0, end) + 1:end]
         f = self.flags(line[:first].translate(None, DELETE)) | self.flags(last.translate(None, DELETE))
         return None if f & F_EVENT else f
 
@@ -319,7 +322,10 @@ class LineScanner:
         self.fh.close()
 
     def _pieces(self) -> Iterator[tuple[list, bool]]:
-        """Runs of whole, cleaned lines; the flag says the run's last line goes on in the next run."""
+        """Runs of whole, cleaned lines; the flag says the run's last line goes on in the next run.
+
+        A line longer than SPAN_MIN comes as a _Span of the block it lies in: copying megabytes of progress redraws
+        out of the block (what `split` does) costs more than judging them."""
         carry = b""
         while True:
             block = self._read()
@@ -328,20 +334,32 @@ class LineScanner:
                     yield _clean([carry], carry), False
                 return
             buf = carry + block if carry else block
-            lines = buf.split(b"\n")
-            carry = lines.pop()
-            cont = False
-            if not lines:
+            last_nl = buf.rfind(b"\n")
+            if last_nl < 0:
+                carry, lines, cont = buf, [], False
                 cr = carry.rfind(b"\r") if len(carry) >= CHUNK else -1
                 if cr > 0:  # a very long progress line: cut between two redraws and go on with the same line
-                    lines, carry, cont = [carry[:cr]], carry[cr:], True
+                    lines, carry, cont = [_span_or_bytes(carry, 0, cr)], carry[cr:], True
                 elif len(carry) < LONG_LINE:
                     continue
                 else:       # no break at all: keep the first LONG_LINE bytes, skip to the next newline
                     lines, carry = [carry[:LONG_LINE]], b""
                     self.stats.truncated_lines += 1
                     self._skip_rest_of_line()
-            yield _clean(lines, buf), cont
+                yield _clean_items(lines, buf), cont
+                continue
+            carry = buf[last_nl + 1:]
+            if b"\x00" in buf or b"\x1b" in buf:  # rare: clean line by line (copies)
+                yield _clean(buf[:last_nl].split(b"\n"), buf), False
+                continue
+            lines = []
+            pos = 0
+            find = buf.find
+            while pos <= last_nl:
+                j = find(b"\n", pos)
+                lines.append(buf[pos:j] if j - pos <= SPAN_MIN else _Span(buf, pos, j))
+                pos = j + 1
+            yield lines, False
 
     def _skip_rest_of_line(self) -> None:
         while True:
@@ -381,7 +399,12 @@ class LineScanner:
                 if not (cont and idx == 0):
                     lineno += 1
                 f = None
-                if long_fast and len(line) > KEY_MEMO_MAX and b"\r" in line:
+                if type(line) is _Span:
+                    if long_fast and b"\r" in line:
+                        f = long_flags(line)
+                    if f is None or f & F_STEP or lineno <= window_end:
+                        line, f = line.bytes(), None  # the exact path needs the line's own bytes (rare)
+                elif long_fast and len(line) > KEY_MEMO_MAX and b"\r" in line:
                     f = long_flags(line)
                 if f is None:
                     key = line.translate(None, DELETE)
@@ -437,7 +460,9 @@ class LineScanner:
                                 taken += 1
                             next_bar += stride
                         next_bar = max(next_bar, bar_seen)
-                    pending_bar[sid] = (lineno, _Lazy(line, b"%|"))
+                    # a span's last redraw is cut out now: a pending sample must not hold its whole block
+                    pending_bar[sid] = (lineno, _Lazy(line, b"%|") if type(line) is bytes
+                                        else _Ready(_last_segment_with(line, b"%|")))
                 if f & F_STEP:
                     sid = _stream_id(line)
                     steps_n += 1
@@ -516,6 +541,58 @@ class LineScanner:
         return None
 
 
+class _Span:
+    """A long line inside a read block, addressed by offsets: the bytes API the scanner needs, without a copy."""
+    __slots__ = ("buf", "start", "end")
+
+    def __init__(self, buf: bytes, start: int, end: int):
+        self.buf, self.start, self.end = buf, start, end
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    def __contains__(self, sub: bytes) -> bool:
+        return self.buf.find(sub, self.start, self.end) >= 0
+
+    def _bounds(self, lo: int, hi: int | None) -> tuple[int, int]:
+        n = self.end - self.start
+        lo, hi, _ = slice(lo, n if hi is None else hi).indices(n)
+        return self.start + lo, self.start + hi
+
+    def find(self, sub: bytes, lo: int = 0, hi: int | None = None) -> int:
+        i = self.buf.find(sub, *self._bounds(lo, hi))
+        return i - self.start if i >= 0 else -1
+
+    def rfind(self, sub: bytes, lo: int = 0, hi: int | None = None) -> int:
+        i = self.buf.rfind(sub, *self._bounds(lo, hi))
+        return i - self.start if i >= 0 else -1
+
+    def __getitem__(self, sl: slice) -> bytes:
+        lo, hi, _ = sl.indices(self.end - self.start)
+        return self.buf[self.start + lo:self.start + max(lo, hi)]
+
+    def bytes(self) -> bytes:
+        return self.buf[self.start:self.end]
+
+    def view(self) -> memoryview:
+        return memoryview(self.buf)[self.start:self.end]
+
+
+def _span_or_bytes(buf: bytes, start: int, end: int):
+    return _Span(buf, start, end) if end - start > SPAN_MIN else buf[start:end]
+
+
+class _Ready:
+    """A pending sample cut out already."""
+    __slots__ = ("seg",)
+
+    def __init__(self, seg: bytes | None):
+        self.seg = seg
+
+    def text(self) -> str | None:
+        return None if self.seg is None else _text(self.seg)
+
+
 class _Lazy:
     """A pending sample: the segment is cut out of its line only if it is ever emitted."""
     __slots__ = ("line", "needle", "scanner")
@@ -529,6 +606,13 @@ class _Lazy:
         else:
             seg = self.scanner.step_segment(self.line)
         return None if seg is None else _text(seg)
+
+
+def _clean_items(items: list, buf: bytes) -> list:
+    """_clean for a run that may hold spans (spans of a dirty block are copied out first)."""
+    if b"\x00" in buf or b"\x1b" in buf:
+        return _clean([it.bytes() if type(it) is _Span else it for it in items], buf)
+    return items
 
 
 def _clean(lines: list, buf: bytes) -> list:
