@@ -192,3 +192,56 @@ def test_long_bar_lines_skip_normalising_and_give_what_the_key_path_gives(tmp_pa
     if glued:
         assert any(glued.split(":")[0] in text for _, text, steps_only in fast if not steps_only)
     assert trig.fast_events() is not None
+
+
+def _random_log(rng) -> bytes:
+    """Bars (runs long enough to be spans), events glued or not, sampling bars, NCCL lines, CRLF, blank lines."""
+    parts = []
+    step = 0
+    for _ in range(rng.randint(20, 60)):
+        pick = rng.random()
+        if pick < 0.35:
+            for _ in range(rng.choice([3, 200, 2500])):
+                step += 1
+                parts.append(_bar(step % 20000 or 1))
+            parts.append(rng.choice(["\n", "", "\r\n"]))
+        elif pick < 0.5:
+            parts.append(rng.choice([
+                "[rank3]:[E601 12:53:10.7 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective operation "
+                "timeout: WorkNCCL(SeqNum=77, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+                "600043 milliseconds before timing out.\n",
+                "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    main()\n"
+                "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n",
+                "{'loss': 0.25, 'learning_rate': 1e-05, 'epoch': 0.5, 'step': %d}\n" % step,
+                "config: sample_every=2000 eval_every=500\n"]))
+        elif pick < 0.65:
+            parts.append("".join(f"\rSampling: {k * 2:3d}%|{'#' * (k // 5):<10}| {k}/50 [00:{k:02d}<00:10]"
+                                 for k in range(rng.randint(1, 51))) + "\n")
+        elif pick < 0.8:
+            parts.append("".join(f"node-1:42:43 [3] NCCL INFO Channel {c:02d}/0 : 3[3] -> 4[4] via P2P/IPC\n"
+                                 for c in range(rng.randint(1, 40))))
+        elif pick < 0.9:
+            parts.append("\n" * rng.randint(1, 3))
+        else:
+            parts.append("x" * rng.randint(1, 90000) + rng.choice(["\n", "Error: glued at the end\n"]))
+    return "".join(parts).encode()
+
+
+@pytest.mark.skipif(not prefilter.literal_scan.available(), reason="hyperscan not installed")
+@pytest.mark.parametrize("seed", range(12))
+def test_random_big_logs_give_the_same_lines_on_the_fast_and_the_exact_path(tmp_path, monkeypatch, seed):
+    import random
+    p = tmp_path / "rank3.log"
+    p.write_bytes(_random_log(random.Random(seed)))
+    monkeypatch.setattr(prefilter, "CHUNK", 1 << 16)           # many block boundaries, lines cut between redraws
+    trig = textlog._prefilter_triggers()
+    outs = []
+    for fast in (True, False):
+        if not fast:
+            monkeypatch.setattr(trig, "fast_events", lambda: None)
+            monkeypatch.setattr(prefilter, "SPAN_MIN", 1 << 40)  # and every line copied out, as before spans
+        stats = textio.ReadStats()
+        sc = prefilter.LineScanner(str(p), stats, max(p.stat().st_size, prefilter.SUMMARY_MIN_BYTES), trig)
+        outs.append((list(sc), stats.lines, sc.nccl_counts, sc.sampled))
+    assert outs[0] == outs[1]
+    assert outs[0][1] == textio.count_lines(str(p))
