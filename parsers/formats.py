@@ -8,7 +8,11 @@ from dataclasses import dataclass
 import regex
 
 # level: "error" (a failure signal), "warning", "info" (progress/context). `triggers` are cheap substrings, one of
-# which must occur in a line before the regex runs (the prefilter that keeps boring lines cheap).
+# which must occur in a line before the regex runs (the prefilter that keeps boring lines cheap; the bytes prefilter
+# hands a big file's lines over by them too, so they stay as they are).
+# `requires_nocase` (optional) narrows that for loose triggers: groups of lowercase literals, every group having one
+# in the lowercased line (lower_for_literals), which any match of the (case-insensitive) pattern contains, so a line
+# without them cannot match and its regex is not run.
 FORMAT_DEFS: list[dict] = [
     # ---- collectives: watchdog, desync, mismatch (FORMATS.md §2.3-2.5b)
     {"name": "watchdog-timeout", "kind": "watchdog_timeout", "level": "error",
@@ -114,25 +118,32 @@ FORMAT_DEFS: list[dict] = [
      "samples": [("OSError: [Errno 28] No space left on device", {})]},
     {"name": "checkpoint-save", "kind": "checkpoint_save", "level": "info",
      "triggers": ["aving", "save_checkpoint", "checkpoint", "Checkpoint"],
+     "requires_nocase": [["sav"]],  # sav(ing|ed|e), ...saved, save_checkpoint
      "pattern": r"(?i)(?:\bsav(?:ing|ed?)\b[^\n]{0,60}?\b(?:checkpoint|ckpt|model|state|weights)\b|\bcheckpoint[^\n]{0,40}?\bsaved\b|save_checkpoint)(?:[^\n]*?(?P<path>[\w./~-]+\.(?:pt|pth|ckpt|bin|safetensors|pkl|h5)|[\w./~-]*checkpoint-\d+))?",
      "samples": [("Saving model checkpoint to /out/checkpoint-2000", {"path": "/out/checkpoint-2000"}),
                  ("Saved checkpoint: runs/exp/weights/last.pt", {"path": "runs/exp/weights/last.pt"})]},
     {"name": "checkpoint-load", "kind": "checkpoint_load", "level": "info",
      "triggers": ["oad", "esum", "checkpoint"],
+     "requires_nocase": [["load", "resum", "restor", "search for history checkpoints"],  # the verb (torch.load()
+                         ["checkpoint", "ckpt", "state", "weights", "model", "torch.load("]],  # and the object
      "pattern": r"(?i)(?:\b(?:load(?:ing|ed)?|resum(?:e|ing|ed)|restor(?:e|ing))\b[^\n]{0,60}?\b(?:checkpoint|ckpt|state|weights|model)\b|search for history checkpoints|torch\.load\()(?:[^\n]*?(?P<path>[\w./~-]+\.(?:pt|pth|ckpt|bin|safetensors|pkl|h5)|[\w./~-]*checkpoint-\d+))?",
      "samples": [("Loading checkpoint from /out/last.pt", {"path": "/out/last.pt"}), ("Search for history checkpoints...", {})]},
     # ---- phases of the loop: eval / sample / data preparation
     {"name": "eval-start", "kind": "eval_start", "level": "info",
      "triggers": ["val", "Val", "eval", "Eval", "EVAL", "test", "Test"],
+     "requires_nocase": [["run", "start", "begin", "validat", "evaluat"]],
      "pattern": r"(?i)(?:\*+ Running (?:Evaluation|Prediction) \*+|\b(?:start(?:ing)?|running|begin(?:ning)?|run)\s+(?:the\s+)?(?:evaluation|validation|eval|testing)\b|^\s*(?:Validating|Evaluating|Validation|Evaluation)\b(?:[ .:]|$)|Validation DataLoader \d+)",
      "samples": [("***** Running Evaluation *****", {}), ("Starting validation at step 2000", {})]},
     {"name": "sample-start", "kind": "sample_start", "level": "info",
      "triggers": ["ampl", "enerat"],
+     "requires_nocase": [["sampling", "generati"]],
      "pattern": r"(?i)(?:\b(?:start(?:ing)?|running|begin)\s+(?:the\s+)?(?:sampling|generation)\b|^\s*(?:Sampling|Generating)\b(?! \w+ from)|\bgenerating (?:\d+ )?(?:samples|images|videos)\b)",
      "samples": [("Generating samples at step 2000", {}), ("Sampling 64 images per device", {})]},
     # ---- numerics
     {"name": "nan-loss", "kind": "nan", "level": "error",
      "triggers": ["nan", "NaN", "inf", "Inf", "NAN"],
+     # its `\b[\w/.]*loss` backtracks over every long token (paths): most nan/inf lines name no loss at all
+     "requires_nocase": [["loss", "gradient", "found in input tensor", "returned", "detected nan"]],
      "pattern": r"(?i)(?:\b(?P<metric>[\w/.]*loss[\w/.]*)['\"]?\s*[:=]\s*['\"]?\s*(?P<value>-?nan|-?inf(?:inity)?)\b|\b(?:loss|gradient) (?:is|became|becomes) (?P<value2>nan|inf)\b|(?P<check>NaN or Inf found in input tensor)|Function '(?P<fn>\w+)' returned (?P<anomaly>nan) values|(?P<nonfinite>non-finite loss|loss is not finite|detected nan))",
      "samples": [("=> STEP  750   lr: 0.000600   giou_loss:  nan   conf_loss: 10.89", {"metric": "giou_loss", "value": "nan"}),
                  ("total_losses:nan", {"metric": "total_losses", "value": "nan"}),
@@ -226,10 +237,38 @@ class LineFormat:
     level: str
     triggers: tuple[str, ...]
     regex: regex.Pattern
+    requires_nocase: tuple[tuple[str, ...], ...] = ()
+    names: tuple[str, ...] = ()  # the group names in group order when every group is named once, else ()
+
+    def groupdict(self, m) -> dict:
+        """m.groupdict() of this format's match, built from m.groups() (a fraction of the regex module's cost)."""
+        if not self.names:
+            return m.groupdict()
+        return dict(zip(self.names, m.groups()))
+
+    def may_match(self, lowered: str | None) -> bool:
+        """False when the line (as lower_for_literals gives it) lacks a `requires_nocase` group."""
+        if not self.requires_nocase or lowered is None:
+            return True
+        return all(any(w in lowered for w in group) for group in self.requires_nocase)
 
 
 class FormatError(ValueError):
     """A format definition whose samples do not parse."""
+
+
+# The only characters that case-insensitive `re`/`regex` patterns match to an ASCII letter other than its two cases:
+# the Kelvin sign (k; str.lower() agrees), the dotted and dotless I (i) and the long s (s), which str.lower() keeps
+# apart (or turns into two characters).
+_ODD_FOLDS = ("\u0130", "\u0131", "\u017f")
+
+
+def lower_for_literals(text: str) -> str | None:
+    """`text` lowercased so that an ASCII literal a case-insensitive pattern matches in it is in the result; None
+    where that cannot be promised (text with an odd fold): then a literal test says nothing, run the regex."""
+    if not text.isascii() and any(c in text for c in _ODD_FOLDS):
+        return None
+    return text.lower()
 
 
 def load_formats(defs: list[dict] = FORMAT_DEFS) -> list[LineFormat]:
@@ -243,16 +282,29 @@ def load_formats(defs: list[dict] = FORMAT_DEFS) -> list[LineFormat]:
         rx = regex.compile(d["pattern"])
         if not d.get("samples"):
             raise FormatError(f"format {d['name']} has no sample lines")
+        requires = tuple(tuple(group) for group in d.get("requires_nocase", ()))
+        if any(not group or any(w != w.lower() or not w.isascii() for w in group) for group in requires):
+            raise FormatError(f"format {d['name']}: requires_nocase needs non-empty groups of lowercase ASCII")
         for line, want in d["samples"]:
             if not any(t in line for t in d["triggers"]):
                 raise FormatError(f"format {d['name']}: sample has none of the triggers: {line!r}")
+            if requires and not all(any(w in line.lower() for w in group) for group in requires):
+                raise FormatError(f"format {d['name']}: sample lacks a requires_nocase group: {line!r}")
             m = rx.search(line)
             if not m:
                 raise FormatError(f"format {d['name']}: sample does not match: {line!r}")
             for key, value in want.items():
                 if m.group(key) != value:
                     raise FormatError(f"format {d['name']}: {key}={m.group(key)!r}, want {value!r} in {line!r}")
-        out.append(LineFormat(d["name"], d["kind"], d["level"], tuple(d["triggers"]), rx))
+        index = rx.groupindex
+        group_names = tuple(sorted(index, key=index.get)) \
+            if len(index) == rx.groups and sorted(index.values()) == list(range(1, rx.groups + 1)) else ()
+        fmt = LineFormat(d["name"], d["kind"], d["level"], tuple(d["triggers"]), rx, requires, group_names)
+        for line, _ in d["samples"]:
+            m = rx.search(line)
+            if list(fmt.groupdict(m).items()) != list(m.groupdict().items()):
+                raise FormatError(f"format {d['name']}: groups out of order")
+        out.append(fmt)
     return out
 
 
@@ -286,16 +338,85 @@ def trigger_regex(words) -> re.Pattern:
 TRIGGER_RE = trigger_regex({t for f in FORMATS for t in f.triggers})
 
 
-def match_line(message: str) -> list[tuple[LineFormat, regex.Match]]:
-    """All formats that match a (prefix-stripped) message, in declaration order; cheap when nothing triggers."""
-    if not TRIGGER_RE.search(message):
-        return []
-    hits = []
-    for fmt in FORMATS:
+def _trigger_index(formats: list[LineFormat]) -> tuple[int, dict[str, list[tuple[str, int]]]]:
+    """Triggers bucketed by their first K characters (K = the shortest trigger, at most 2), each with the bit mask
+    of the formats (by position) it triggers."""
+    masks: dict[str, int] = {}
+    for i, f in enumerate(formats):
+        for t in f.triggers:
+            masks[t] = masks.get(t, 0) | (1 << i)
+    k = max(1, min(2, min(len(t) for t in masks)))
+    buckets: dict[str, list[tuple[str, int]]] = {}
+    for t, mask in sorted(masks.items()):
+        buckets.setdefault(t[:k], []).append((t, mask))
+    return k, buckets
+
+
+_KEY_LEN, _TRIGGERS_AT = _trigger_index(FORMATS)
+MAX_TRIGGER_SPOTS = 32  # a line with more trigger positions than this is tested trigger by trigger instead
+# Ranks print the same messages (progress redraws, warnings, errors) once prefixes are stripped: the masks of recent
+# messages are kept (a pure function of the text; bounded, cleared when full).
+_MEMO: dict[str, int] = {}
+MEMO_MAX = 8192
+MEMO_MAX_CHARS = 512  # longer lines are rarely repeated; keeps the memo within a few MB
+
+
+def triggered(message: str) -> int:
+    """Bit mask of the formats (by position in FORMATS) with a trigger in `message`."""
+    if len(message) > MEMO_MAX_CHARS:
+        return _triggered(message)
+    found = _MEMO.get(message)
+    if found is None:
+        if len(_MEMO) >= MEMO_MAX:
+            _MEMO.clear()
+        found = _MEMO[message] = _triggered(message)
+    return found
+
+
+def _triggered(message: str) -> int:
+    """triggered() uncached: TRIGGER_RE finds exactly the positions where some trigger starts; only the few
+    triggers that begin with the characters there are compared, instead of testing all ~160 against the line."""
+    m = TRIGGER_RE.search(message)
+    found = 0
+    spots = 0
+    k = _KEY_LEN
+    while m is not None:
+        p = m.start()
+        for t, mask in _TRIGGERS_AT.get(message[p:p + k], ()):
+            if message.startswith(t, p):
+                found |= mask
+        spots += 1
+        if spots > MAX_TRIGGER_SPOTS:  # trigger-dense text: the plain test costs less than walking every spot
+            return _triggered_plain(message)
+        m = TRIGGER_RE.search(message, p + 1)
+    return found
+
+
+def _triggered_plain(message: str) -> int:
+    found = 0
+    for i, fmt in enumerate(FORMATS):
         for t in fmt.triggers:
             if t in message:
-                m = fmt.regex.search(message)
-                if m:
-                    hits.append((fmt, m))
+                found |= 1 << i
                 break
+    return found
+
+
+def match_line(message: str) -> list[tuple[LineFormat, regex.Match]]:
+    """All formats that match a (prefix-stripped) message, in declaration order; cheap when nothing triggers."""
+    found = triggered(message)
+    hits = []
+    lowered = False
+    while found:
+        low = found & -found
+        fmt = FORMATS[low.bit_length() - 1]
+        found ^= low
+        if fmt.requires_nocase:
+            if lowered is False:
+                lowered = lower_for_literals(message)
+            if not fmt.may_match(lowered):
+                continue
+        m = fmt.regex.search(message)
+        if m:
+            hits.append((fmt, m))
     return hits

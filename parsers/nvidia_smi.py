@@ -8,7 +8,9 @@ One file may mix shapes (a script that runs several queries in a loop); each lin
 from __future__ import annotations
 
 import csv
+import functools
 import math
+import operator
 import re
 from datetime import datetime
 
@@ -90,11 +92,22 @@ def _num(value: str | None) -> float | None:
     """A CSV cell as a number: plain (`nounits`) fast, `42.1 W` / `36 %` through the unit-aware reader."""
     if value is None:
         return None
-    try:
-        v = float(value)
-    except ValueError:
+    if " " in value.strip():  # `42.1 W`: float() refuses an inner blank, so skip straight to the unit reader
         v = q.number(value)
+    else:
+        try:
+            v = float(value)
+        except ValueError:
+            v = q.number(value)
     return v if v is None or math.isfinite(v) else None  # "inf", "nan", a 400-digit cell: damage, not a reading
+
+
+# Cells repeat down a looped CSV (the stamp of a snapshot on each GPU's row, utilisation, temperature, totals):
+# the pure cell readers are memoised (bounded), so a long loop converts each distinct cell once.
+_num_c = functools.lru_cache(maxsize=16384)(_num)
+_mib_c = functools.lru_cache(maxsize=16384)(q.mib)
+_ts_c = functools.lru_cache(maxsize=4096)(_parse_ts)
+_bus_c = functools.lru_cache(maxsize=4096)(normalize_bus_id)
 
 
 def _gpu_row1(cells: list[str]) -> tuple[int, str, str] | None:
@@ -155,6 +168,9 @@ class _SmiParser:
         self.xml_skipping = False
         self.xml_line = 0
         self.csv_fields: list[str | None] = []
+        self.csv_pick: list[tuple[int, str]] = []  # (column, field) of the columns we read, in header order
+        self.csv_pick_fields: list[str] = []
+        self.csv_getter = _no_cells
         self.csv_is_apps = False
         self.cmd_fields: dict[str, list[str]] = {}
         self.warned_headerless = False
@@ -223,7 +239,7 @@ class _SmiParser:
             self._feed_xml(lineno, line)
             return
         s = line.strip()
-        if "<?xml" in s or s.startswith("<nvidia_smi_log"):
+        if "<" in s and ("<?xml" in s or s.startswith("<nvidia_smi_log")):
             self._end_section()
             self.close()
             self.mode, self.buf, self.buf_chars = "xml", [], 0
@@ -236,7 +252,7 @@ class _SmiParser:
             self.close()
             self.mode, self.buf = "q", []
             return
-        cmd = _QUERY_CMD_RE.search(s)
+        cmd = _QUERY_CMD_RE.search(s) if "--query-" in s else None
         if cmd and "nvidia-smi" in s:
             fields = [f.strip() for f in cmd.group("fields").split(",") if f.strip()]
             self.cmd_fields["apps" if cmd.group("what") == "compute-apps" else "gpu"] = fields
@@ -347,7 +363,7 @@ class _SmiParser:
     # ---- CSV
     @staticmethod
     def _csv_header(s: str) -> list[str] | None:
-        if "," not in s:
+        if "," not in s or not "a" <= s[:1] <= "z":  # (s is stripped: its first token starts it, [a-z] or no header)
             return None
         tokens = [t.strip() for t in s.split(",")]
         if len(tokens) < 2 or not all(_CSV_TOKEN_RE.match(t) for t in tokens):
@@ -363,6 +379,11 @@ class _SmiParser:
         if (is_apps and self.snap.apps) or (not is_apps and self.snap.csv_gpus):
             self.close()  # the header repeats with every `-l` interval
         self.mode, self.csv_fields, self.csv_is_apps = "csv", fields, is_apps
+        self.csv_pick = [(i, f) for i, f in enumerate(fields) if f]
+        self.csv_pick_fields = [f for _, f in self.csv_pick]
+        at = [i for i, _ in self.csv_pick]
+        self.csv_getter = operator.itemgetter(*at) if len(at) > 1 else \
+            (lambda cells, i=at[0]: (cells[i],)) if at else _no_cells
 
     def _headerless_csv(self, lineno: int, s: str) -> bool:
         first = s.split(",", 1)[0].strip()
@@ -389,35 +410,45 @@ class _SmiParser:
             values = values[:i] + [",".join(values[i:i + extra + 1])] + values[i + extra + 1:]
         if len(values) != len(fields):
             return False
-        rec = {f: _null(v) for f, v in zip(fields, values) if f}
+        cells = list(map(str.strip, values))
+        if "[" in s or "/A" in s or "/a" in s or "" in cells:  # some cell may be null: read each one
+            rec = {f: _null(cells[i]) for i, f in self.csv_pick}  # a later column of the same field wins
+        else:  # no cell is null: the stripped cells as they are
+            rec = dict(zip(self.csv_pick_fields, self.csv_getter(cells)))
         if self.csv_is_apps:
             self._app_row(lineno, rec)
             return True
-        key = rec.get("gpu_index") or rec.get("bus_id") or rec.get("uuid")
+        get = rec.get
+        key = get("gpu_index") or get("bus_id") or get("uuid")
         key = ("csv", key if key is not None else object())
-        if key in self.snap.gpus:
+        snap = self.snap
+        if key in snap.gpus:
             self.close()
-        ts = _parse_ts(rec.get("ts"))
-        if ts and self.snap.ts is None:
-            self.snap.ts = ts
-        idx = _num(rec.get("gpu_index"))
-        ecc = _num(rec.get("ecc_uncorrected"))
-        row = self._gpu(key, lineno, ts=ts or self.snap.ts, gpu_index=int(idx) if idx is not None else None,
-                        bus_id=normalize_bus_id(rec.get("bus_id")), mem_used_mib=q.mib(rec.get("mem_used_mib")),
-                        mem_total_mib=q.mib(rec.get("mem_total_mib")), util_pct=_num(rec.get("util_pct")),
-                        temp_c=_num(rec.get("temp_c")), power_w=_num(rec.get("power_w")),
-                        ecc_uncorrected=ecc if ecc is not None else _num(rec.get("ecc_uncorrected_agg")),
-                        lost="GPU is lost" in s)
-        if rec.get("uuid"):
+            snap = self.snap
+        ts = _ts_c(get("ts"))
+        if ts and snap.ts is None:
+            snap.ts = ts
+        idx = _num_c(get("gpu_index"))
+        ecc = _num_c(get("ecc_uncorrected"))
+        source = self.source
+        row = {"source": source.source, "line": lineno, "rank": source.rank, "host": source.host,
+               "ts": ts or snap.ts, "gpu_index": int(idx) if idx is not None else None,
+               "bus_id": _bus_c(get("bus_id")), "mem_used_mib": _mib_c(get("mem_used_mib")),
+               "mem_total_mib": _mib_c(get("mem_total_mib")), "util_pct": _num_c(get("util_pct")),
+               "temp_c": _num_c(get("temp_c")), "power_w": _num_c(get("power_w")), "processes": [],
+               "ecc_uncorrected": ecc if ecc is not None else _num_c(get("ecc_uncorrected_agg")),
+               "lost": "GPU is lost" in s, "snapshot": None}  # the columns and order of _gpu's rows
+        snap.gpus[key] = row
+        if get("uuid"):
             row["_uuid"] = rec["uuid"]
-        self.snap.csv_gpus = True
+        snap.csv_gpus = True
         return True
 
     def _app_row(self, lineno: int, rec: dict) -> None:
-        pid = _num(rec.get("pid"))
+        pid = _num_c(rec.get("pid"))
         proc = {"pid": int(pid) if pid is not None else None, "type": None,
-                "name": (rec.get("process_name") or "")[:300], "used_mib": q.mib(rec.get("used_mib")),
-                "gpu_bus_id": normalize_bus_id(rec.get("bus_id")), "_line": lineno}
+                "name": (rec.get("process_name") or "")[:300], "used_mib": _mib_c(rec.get("used_mib")),
+                "gpu_bus_id": _bus_c(rec.get("bus_id")), "_line": lineno}
         if rec.get("uuid"):
             proc["gpu_uuid"] = rec["uuid"]
         self.snap.apps.append(proc)
@@ -514,6 +545,10 @@ def parse_nvidia_smi(source: Source) -> ParseResult:
     result.lines, result.bytes = stats.lines, stats.bytes
     result.problems.extend(stats.problems)
     return result
+
+
+def _no_cells(cells: list[str]) -> tuple:
+    return ()
 
 
 def _csv_values(s: str) -> list[str]:

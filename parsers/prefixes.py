@@ -67,6 +67,49 @@ def load_prefixes(defs: list[dict] = PREFIX_DEFS) -> list[Prefix]:
 
 PREFIXES = load_prefixes()
 _FIRST_CHARS = set("[(sS0123456789JFMASOND")
+_FIELDS = ("rank", "local_rank", "host", "ts", "pid")
+
+
+def _combined(prefixes: list[Prefix]) -> tuple[regex.Pattern, dict[str, list[tuple[str, int]]]]:
+    """All prefixes as one ordered alternation, each branch's groups renamed apart: one match call instead of one
+    per prefix, and the first branch that matches is the first prefix that matches. Also, per branch (by its group
+    name), the (field, group number) pairs it yields (numbers: the regex module looks names up slowly)."""
+    branches, names_of = [], []
+    for i, p in enumerate(prefixes):
+        pattern = p.regex.pattern
+        assert "(?P=" not in pattern and "\\g<" not in pattern  # no references to the renamed groups
+        for name in p.regex.groupindex:
+            pattern = pattern.replace(f"(?P<{name}>", f"(?P<p{i}_{name}>")
+        branches.append(f"(?P<b{i}>{pattern})")
+        names_of.append(list(p.regex.groupindex))
+    rx = regex.compile("|".join(branches))
+    fields = {f"b{i}": [(k, rx.groupindex[f"p{i}_{k}"]) for k in _FIELDS if k in names]
+              for i, names in enumerate(names_of)}
+    return rx, fields
+
+
+_ALL_RE, _BRANCH_FIELDS = _combined(PREFIXES)
+
+
+def _first_prefix_match(msg: str):
+    """The match of the first prefix (in order) that matches a non-empty start of `msg`, one regex at a time."""
+    for p in PREFIXES:
+        m = p.regex.match(msg)
+        if m and m.end() > 0:
+            return m
+    return None
+
+
+def _note(info: dict, key: str, value: str | None) -> None:
+    """Keep the first statement of a field: ranks as ints (when stated), the others when not empty."""
+    if key in info:
+        return
+    if key in ("rank", "local_rank"):
+        if value is not None:
+            info[key] = int(value)
+    elif value:
+        info[key] = value
+
 
 # c10/glog-style level prefixes stay part of the message (they carry the level and file:line), but we read them.
 C10_PREFIX = regex.compile(
@@ -83,21 +126,21 @@ def strip_prefixes(line: str) -> tuple[str, dict]:
     for _ in range(8):  # prefixes stack a few deep at most
         if not msg or msg[0] not in _FIRST_CHARS:
             break
-        for p in PREFIXES:
-            m = p.regex.match(msg)
-            if m and m.end() > 0:
-                g = m.groupdict()
-                if g.get("rank") is not None and "rank" not in info:
-                    info["rank"] = int(g["rank"])
-                if g.get("local_rank") is not None and "local_rank" not in info:
-                    info["local_rank"] = int(g["local_rank"])
-                for key in ("host", "ts", "pid"):
-                    if g.get(key) and key not in info:
-                        info[key] = g[key]
-                msg = msg[m.end():]
-                break
-        else:
+        m = _ALL_RE.match(msg)
+        if m is None:
             break
+        branch = _BRANCH_FIELDS.get(m.lastgroup)
+        if m.end() > 0 and branch is not None:
+            for key, group in branch:
+                _note(info, key, m.group(group))
+        else:  # an empty match (then a later prefix may match), or no branch known: one prefix at a time
+            m = _first_prefix_match(msg)
+            if m is None:
+                break
+            g = m.groupdict()
+            for key in _FIELDS:
+                _note(info, key, g.get(key))
+        msg = msg[m.end():]
     lvl = _level(msg)
     if lvl:
         info["level"] = lvl

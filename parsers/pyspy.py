@@ -191,7 +191,7 @@ class _TextState:
         return proc
 
     def feed(self, lineno: int, line: str) -> None:
-        if not line.strip():
+        if not line or line.isspace():  # (what `not line.strip()` says, without the copy)
             self.cmd_open = False
             return
         if line[0] not in " \t":
@@ -293,9 +293,14 @@ class _TextState:
 
 def parse_frame(func: str, loc: str) -> dict:
     """A frame from py-spy's `func (file:line)` / native `func (lib.so)` text."""
-    lm = LOC_LINE_RE.match(loc)
-    if lm:
-        return {"func": func, "file": lm.group("file"), "line": int(lm.group("line"))}
+    if "\n" not in loc:  # LOC_LINE_RE without the regex: the last colon, then decimal digits to the end
+        file, colon, num = loc.rpartition(":")
+        if colon and num.isdecimal():
+            return {"func": func, "file": file, "line": int(num)}
+    else:
+        lm = LOC_LINE_RE.match(loc)
+        if lm:
+            return {"func": func, "file": lm.group("file"), "line": int(lm.group("line"))}
     frame = {"func": func, "file": loc, "line": None}
     if not loc.endswith((".py", ".pyx", ">")):
         frame["native"] = True

@@ -6,9 +6,12 @@ import functools
 
 import regex
 
+from parsers.formats import lower_for_literals
+
 TQDM_RE = regex.compile(
     r"(?:(?P<desc>[^\r|]*?):? *)?(?P<pct>\d+)%\|(?P<bar>[^|]*)\| *(?P<n>\d+)/(?P<total>\d+|\?) "
     r"\[(?P<elapsed>[\d:]+|\?)<(?P<remaining>[\d:]+|\?),\s*(?P<rate>[\d.]+|\?)\s*(?P<unit>[\w ]*?/s|s/[\w ]*?)(?:, (?P<postfix>[^\]]*))?\]")
+_TQDM_GROUPS = tuple(TQDM_RE.groupindex[k] for k in ("desc", "n", "total", "postfix", "rate", "unit"))
 MEGATRON_RE = regex.compile(r"\biteration\s+(?P<step>\d+)\s*/\s*(?P<total>\d+)\s*\|(?P<rest>.*)")
 HF_DICT_RE = regex.compile(r"^\{'(?:loss|eval_loss|train_runtime|train_loss|grad_norm|learning_rate|epoch)'.*\}\s*$")
 GENERIC_STEP_RE = regex.compile(
@@ -58,6 +61,39 @@ def _num(text: str | None) -> float | None:
         return None
 
 
+_STEP_WORDS = ("global_step", "step", "it", "batch")  # GENERIC_STEP_RE's keywords (iter, iteration start with it)
+_STEP_SEPARATORS = "[|,("  # with the blanks (regex's \s is a subset of str.isspace)
+
+
+def _generic_step_search(message: str):
+    """GENERIC_STEP_RE.search(message), tried only where a match can begin: a keyword at the start of the text or
+    after a separator (the match then starts at the separator). Leftmost such start that matches, as search finds."""
+    low = lower_for_literals(message)
+    if low is None:
+        return GENERIC_STEP_RE.search(message)
+    starts = set()
+    for w in _STEP_WORDS:
+        q = low.find(w)
+        while q >= 0:
+            if q == 0:
+                starts.add(0)
+            elif message[q - 1].isspace() or message[q - 1] in _STEP_SEPARATORS:
+                starts.add(q - 1)
+            q = low.find(w, q + 1)
+    for p in sorted(starts):
+        m = GENERIC_STEP_RE.match(message, p)
+        if m:
+            return m
+    return None
+
+
+def _may_have(text: str, word: str) -> bool:
+    """False only when `text` lacks `word` (lowercase ASCII) in any case: a case-insensitive pattern that needs the
+    word cannot match then."""
+    lowered = lower_for_literals(text)
+    return lowered is None or word in lowered
+
+
 def _tqdm_search(message: str, max_bars: int = 8):
     """TQDM_RE.search without its quadratic cost on long lines: the lazy desc would rescan from every start, so
     anchor a match at the start of each `N%|` bar's description instead (same leftmost result)."""
@@ -83,22 +119,24 @@ def parse_step(message: str) -> dict | None:
     if "%|" in message:
         m = _tqdm_search(message)
         if m:
-            desc = (m.group("desc") or "").strip()
-            total = m.group("total")
-            row = {"step": int(m.group("n")), "total": int(total) if total.isdigit() else None,
+            desc, n, total, post, rate, unit = m.group(*_TQDM_GROUPS)  # by number: the regex module's names are slow
+            desc = (desc or "").strip()
+            row = {"step": int(n), "total": int(total) if total.isdigit() else None,
                    "phase": phase_of(desc), "desc": desc[:120]}
-            post = m.group("postfix") or ""
-            lm = LOSS_RE.search(post)
+            post = post or ""
+            lm = LOSS_RE.search(post) if _may_have(post, "loss") else None
             if lm:
                 row["loss"] = _num(lm.group("loss"))
             epoch = _epoch_of(desc)
             if epoch is not None:
                 row["epoch"] = epoch
-            rate, unit = m.group("rate"), (m.group("unit") or "")
-            if rate not in (None, "?") and unit.startswith("s/"):
-                row["step_time"] = _num(rate)
-            elif rate not in (None, "?") and (_num(rate) or 0) > 0 and unit.endswith("/s") and unit.startswith("it"):
-                row["step_time"] = 1.0 / _num(rate)  # _num: the rate pattern also admits "1117.0.26"
+            unit = unit or ""
+            if rate not in (None, "?"):
+                rate_v = _num(rate)  # _num: the rate pattern also admits "1117.0.26"
+                if unit.startswith("s/"):
+                    row["step_time"] = rate_v
+                elif (rate_v or 0) > 0 and unit.endswith("/s") and unit.startswith("it"):
+                    row["step_time"] = 1.0 / rate_v
             return row
     if message.startswith("{'") and HF_DICT_RE.match(message):
         try:
@@ -124,7 +162,7 @@ def parse_step(message: str) -> dict | None:
             return {"step": int(m.group("step")), "total": int(m.group("total")), "phase": "train", "desc": "megatron",
                     "loss": _num(lm.group("loss")) if lm else None, "lr": _num(lr.group("lr")) if lr else None,
                     "step_time": float(ms.group("ms")) / 1000 if ms else None}
-    m = GENERIC_STEP_RE.search(message)
+    m = _generic_step_search(message)
     if m:
         lm = LOSS_RE.search(message) or LOSS_ANY_RE.search(message)
         lr = LR_RE.search(message)

@@ -29,12 +29,17 @@ MSG_RANK_RES = [
     regex.compile(r"^\[(?P<r>\d+)\] is setting up NCCL communicator"),
     regex.compile(r"^Rank (?P<r>\d+)/\d+\b"),
 ]
+# A literal that every match of the MSG_RANK_RES pattern at the same position contains (None: no other than the
+# "ank"/"ANK" of Rank, RANK, rank, which all but the 5th need).
+_MSG_RANK_NEEDS = [None, "Rank ", "GLOBAL_RANK: ", "rank", " is setting up NCCL communicator", "Rank "]
 NCCL_LINE_RE = regex.compile(
     r"^(?:\[(?P<ts>[^\]]+)\] )?(?P<host>[^:\s\[]+):(?P<pid>\d+):(?P<tid>\d+) (?:\[(?P<dev>\d+)\] )?"
     r"(?:[\d.]+ \w+:\d+ )?(?:(?P<file>[\w./-]+):(?P<srcline>\d+) (?:\((?P<func>[^)]*)\) )?)?NCCL (?P<level>INFO|WARN|TRACE|CALL) (?P<msg>.*)$")
 NCCL_INIT_RE = regex.compile(
     r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
     r"(?: nvmlDev \d+)?(?: busId (?P<bus>[0-9a-fA-F]+))?(?: commId (?P<commid>0x[0-9a-fA-F]+))?")
+_NCCL_LINE_GROUPS = tuple(NCCL_LINE_RE.groupindex[k] for k in ("msg", "host", "level", "dev", "pid"))
+_NCCL_INIT_GROUPS = tuple(NCCL_INIT_RE.groupindex[k] for k in ("commid", "comm", "nranks", "bus", "rank"))
 NCCL_VERSION_RE = regex.compile(r"NCCL version (\d+\.\d+\.\d+)")
 HOSTPID_RE = regex.compile(r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):\d+ ")
 SRUN_LABEL_RE = regex.compile(r"^\s{0,4}(?:P\d+ )?(?P<rank>\d{1,5}): ")
@@ -46,6 +51,8 @@ CONFIG_TRIGGER = re.compile(r"batch|period|every|interval|steps|freq|workers|epo
 # What any CONFIG_RE match contains (its key's end, then `=`/`:`/space and a digit): a cheap test before finditer.
 CONFIG_HINT_RE = re.compile(r"(?:batch|period|every|interval|_steps|_freq|frequency|num_workers|epochs|timeout)\w*"
                             r"['\"]?(?:\s*[=:]\s*|\s+)['\"]?\d", re.I)
+CONFIG_HINT_WORDS = ("batch", "period", "every", "interval", "_steps", "_freq", "frequency", "num_workers", "epochs",
+                     "timeout")
 WORK_KV_RE = regex.compile(r"(\w+(?:\(ms\))?)=([^,]+)")
 TEMPLATE_MASKS = [
     (regex.compile(r"0x[0-9a-fA-F]+"), "<HEX>"),
@@ -53,6 +60,7 @@ TEMPLATE_MASKS = [
     (regex.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<IP>"),
     (regex.compile(r"\d+(?:\.\d+)?"), "<N>"),
 ]
+_TEMPLATE_NEEDS = ["0x", "/", ".", None]
 # A log line glued onto a progress bar (no newline between them): split before the second message's start.
 GLUE_SPLIT_RE = regex.compile(
     r"(?<=\S)(?=(?:\[rank\d+\]:)?\[[IWEF](?:\d{4} [\d:.]+)?\s*\w+\.\w+:\d+\] |Traceback \(most recent call last\):)")
@@ -76,22 +84,42 @@ STEP_TRIGGERS_NOCASE = ["step", "iter", "batch"]
 WEAK_STEP_TRIGGERS_NOCASE = ["it"]  # GENERIC_STEP_RE's bare `it 12`: read in small files only
 
 
+def config_hint(message: str) -> bool:
+    """Whether CONFIG_HINT_RE.search(message) finds something: tried only where a match can begin, at each of its key
+    words (found in any case in the lowercased text), instead of at every character of a long line."""
+    low = fmts.lower_for_literals(message)
+    if low is None:
+        return CONFIG_HINT_RE.search(message) is not None
+    for w in CONFIG_HINT_WORDS:
+        q = low.find(w)
+        while q >= 0:
+            if CONFIG_HINT_RE.match(message, q):
+                return True
+            q = low.find(w, q + 1)
+    return False
+
+
 def template_of(message: str) -> str:
     """Drain-style template: numbers, hex, paths and addresses masked, so repeated messages group."""
     t = message[:300]
-    for rx, mask in TEMPLATE_MASKS:
-        t = rx.sub(mask, t)
+    for (rx, mask), needs in zip(TEMPLATE_MASKS, _TEMPLATE_NEEDS):
+        if needs is None or needs in t:  # without its literal a mask has nothing to replace
+            t = rx.sub(mask, t)
     return t
 
 
 def message_rank(message: str) -> int | None:
     """A rank stated inside the message itself (`[Rank 3]`, `rank=3`, `GLOBAL_RANK: 3`), or None."""
-    if "ank" not in message and "RANK" not in message and not message.startswith("["):
-        return None
-    for rx in MSG_RANK_RES:
-        m = rx.search(message)
-        if m:
-            return int(m.group("r"))
+    if "ank" not in message and "ANK" not in message:
+        if message[:1] != "[" or _MSG_RANK_NEEDS[4] not in message:
+            return None
+        m = MSG_RANK_RES[4].search(message)
+        return int(m.group("r")) if m else None
+    for rx, needs in zip(MSG_RANK_RES, _MSG_RANK_NEEDS):
+        if needs is None or needs in message:
+            m = rx.search(message)
+            if m:
+                return int(m.group("r"))
     return None
 
 
@@ -357,7 +385,7 @@ def parse_textlog(source: Source) -> ParseResult:
                     dropped[fmt.kind] = dropped.get(fmt.kind, 0) + 1
                     continue
                 per_kind[fmt.kind] = n + 1
-                attrs = {k: v for k, v in m.groupdict().items() if v not in (None, "")}
+                attrs = {k: v for k, v in fmt.groupdict(m).items() if v not in (None, "")}
                 attrs["format"] = fmt.name
                 ev_rank = rank
                 hp = HOSTPID_RE.match(message)
@@ -374,7 +402,7 @@ def parse_textlog(source: Source) -> ParseResult:
                     _collective_row(result, source, lineno, ctx, fmt.kind, attrs)
             if dump:
                 continue
-            if CONFIG_HINT_RE.search(message):
+            if config_hint(message):
                 for cm in CONFIG_RE.finditer(message):
                     result.add("events", {"source": source.source, "line": lineno, "rank": rank, "host": ctx["host"],
                                           "ts": ctx["ts"], "kind": "config", "message": message[:300],
@@ -444,21 +472,21 @@ def _ts(text: str | None):
 
 
 def _nccl_row(result: ParseResult, source: Source, lineno: int, m, ctx: dict, hostpid_rank: dict) -> None:
-    msg = m.group("msg")
-    row = {"source": source.source, "line": lineno, "rank": ctx["rank"], "host": m.group("host"), "ts": None,
-           "level": m.group("level"), "subsys": None, "comm_id": None, "nranks": None,
-           "cuda_dev": int(m.group("dev")) if m.group("dev") else None, "bus_id": None, "version": None,
-           "message": msg[:500], "pid": int(m.group("pid")), "nccl_rank": None}
-    im = NCCL_INIT_RE.search(msg)
+    msg, host, level, dev, pid = m.group(*_NCCL_LINE_GROUPS)  # by number: the regex module's names are slow
+    row = {"source": source.source, "line": lineno, "rank": ctx["rank"], "host": host, "ts": None,
+           "level": level, "subsys": None, "comm_id": None, "nranks": None,
+           "cuda_dev": int(dev) if dev else None, "bus_id": None, "version": None,
+           "message": msg[:500], "pid": int(pid), "nccl_rank": None}
+    im = NCCL_INIT_RE.search(msg) if "nranks " in msg else None  # (a literal every match holds)
     if im:
-        row.update(comm_id=im.group("commid") or im.group("comm"), nranks=int(im.group("nranks")),
-                   bus_id=im.group("bus"), nccl_rank=int(im.group("rank")))
-        key = f"{m.group('host')}:{m.group('pid')}"
+        commid, comm, nranks, bus, nccl_rank = im.group(*_NCCL_INIT_GROUPS)
+        row.update(comm_id=commid or comm, nranks=int(nranks), bus_id=bus, nccl_rank=int(nccl_rank))
+        key = f"{host}:{pid}"
         # The largest communicator a process joins is the default (world) group: its rank is the global rank.
         prev = hostpid_rank.get(key + "#n", 0)
-        if int(im.group("nranks")) >= prev:
-            hostpid_rank[key] = int(im.group("rank"))
-            hostpid_rank[key + "#n"] = int(im.group("nranks"))
+        if int(nranks) >= prev:
+            hostpid_rank[key] = int(nccl_rank)
+            hostpid_rank[key + "#n"] = int(nranks)
     vm = NCCL_VERSION_RE.search(msg) if "version" in msg else None
     if vm:
         row["version"] = vm.group(1)

@@ -97,6 +97,60 @@ _VMSTAT_HDR = re.compile(rb"^\s*procs\s+-+\s*memory|^\s*r\s+b\s+swpd\s+free\s", 
 _VMSTAT_ROW = re.compile(rb"^\s*\d+\s+\d+(?:\s+\d+){14,}", re.M)
 
 
+def _nl(rx: re.Pattern) -> re.Pattern:
+    """`rx` (every branch anchored with `^`, multiline) as `\n`-prefixed, to be run on b"\n" + head: the literal
+    prefix lets `re` jump from newline to newline instead of trying every byte (~5x faster on a 16 KB head).
+
+    The same lines match. `findall` counts are the same too for a pattern whose matches never end with a newline
+    (a match ending in one would let the original match again at the very next byte, where the copy has no `\n`
+    left to consume); that holds for every pattern counted this way (_NCCL_LINE, _DMESG_LINE)."""
+    pattern = rx.pattern
+    assert pattern.startswith(b"^") and b"|^" not in pattern
+    return re.compile(b"\n" + pattern[1:], rx.flags)
+
+
+_SNIFF_NCCL_NL = _nl(_NCCL_LINE)
+_SNIFF_DMESG_NL = _nl(_DMESG_LINE)
+_SNIFF_PYSPY_NL = _nl(_PYSPY_TEXT)
+_SNIFF_FH_NL = _nl(_FH_HDR)
+_SNIFF_GDB_NL = _nl(_GDB_HANG_HDR)
+# _SMI_CSV's first branch (a header line of query names); its second (a command echo) needs "--query-".
+_SNIFF_CSV_HDR_NL = re.compile(b"\n" + _SMI_CSV.pattern[1:_SMI_CSV.pattern.index(b"|nvidia-smi ")], re.M)
+_SNIFF_MEM_HDR_NL = re.compile(b"\n(?:" + _FREE_HDR.pattern[1:] + b"|" + _VMSTAT_HDR.pattern[1:].replace(b"|^", b"|")
+                               + b")", re.M)
+assert _VMSTAT_HDR.pattern.count(b"|^") == 1 and _FREE_HDR.pattern.startswith(b"^")
+# How every line a _SNIFF_*_NL pattern above (but NCCL/dmesg) can match begins: a head with no such line start
+# skips them all. Every branch starts with a literal or a class, which `re` rejects in one step per line. A match
+# that starts with a blank line's `\s*` also matches on the line the blanks end before (then it starts with a
+# non-newline blank, or directly with its word: `total` for _FREE_HDR's `\s+total`).
+_SNIFF_GATE_NL = re.compile(
+    rb"\n(?:[ \t\r\f\v\-#]|t(?:otal|imestamp|emperature\.)|index|name|p(?:ci\.bus_id|id|ower\.|rocs)|"
+    rb"u(?:uid|tilization\.)|gpu_(?:uuid|bus_id)|memory\.|r\s|Process |Thread |Current thread |Stack |Traceback |"
+    rb"\(gdb\) |\[Switching to thread )")
+_SNIFF_PIPE_NL = re.compile(rb"\n\|")
+_SNIFF_DEVICE = re.compile(rb"device(?: handle|s were found)")
+
+
+def _smi_text(head: bytes) -> bool:
+    """_SMI_TEXT.search(head), skipped when no branch's literal (SMI, smi_log, memory.used, device...) is there."""
+    if not (b"SMI" in head or (b"<" in head and b"smi_log" in head) or b"memory.used" in head
+            or _SNIFF_DEVICE.search(head)):
+        return False
+    return _SMI_TEXT.search(head) is not None
+
+
+def _count_at_least(rx_nl: re.Pattern, padded: bytes, need: int) -> bool:
+    """len(rx_nl.findall(padded)) >= need, stopping at `need` matches."""
+    if need <= 0:
+        return True
+    n = 0
+    for _ in rx_nl.finditer(padded):
+        n += 1
+        if n >= need:
+            return True
+    return False
+
+
 def sniff_kind(head: bytes, relpath: str) -> str:
     """Decide an input kind from the first bytes of content, with the path as a hint."""
     name = relpath.rsplit("/", 1)[-1].lower()
@@ -113,30 +167,39 @@ def sniff_kind(head: bytes, relpath: str) -> str:
             return kind
         if _is_json_document(stripped):
             return "json"
-    if _SMI_TEXT.search(head) and (b"NVIDIA-SMI" in head or b"nvidia_smi_log" in head or b"NVSMI" in head
-                                   or b"memory.used" in head or head.count(b"\n") < 40):
+    # Every regex below is run only where a cheap test (a literal, or one newline-to-newline pass) says it can
+    # match: the checks and their order are those of the plain cascade, so every decision is the same.
+    if _smi_text(head) and (b"NVIDIA-SMI" in head or b"nvidia_smi_log" in head or b"NVSMI" in head
+                            or b"memory.used" in head or head.count(b"\n") < 40):
         return "nvidia_smi"
     lines = head.count(b"\n") + 1
-    if len(_SMI_ROWS.findall(head)) * 3 >= lines or _SMI_CSV.search(head):
+    padded = b"\n" + head
+    anchored = _SNIFF_GATE_NL.search(padded) is not None
+    # every _SMI_ROWS match starts a line with "|"
+    if b"|" in head and _SNIFF_PIPE_NL.search(padded) and len(_SMI_ROWS.findall(head)) * 3 >= lines:
         return "nvidia_smi"
-    if _FREE_HDR.search(head) or _VMSTAT_HDR.search(head):
+    if (anchored and _SNIFF_CSV_HDR_NL.search(padded)) or (b"--query-" in head and _SMI_CSV.search(head)):
+        return "nvidia_smi"
+    if anchored and _SNIFF_MEM_HDR_NL.search(padded):
         mem_lines = sum(len(rx.findall(head)) for rx in (_FREE_HDR, _FREE_ROW, _VMSTAT_HDR, _VMSTAT_ROW))
         if mem_lines * 2 >= len([ln for ln in head.splitlines() if ln.strip()]):
             return "host_memory"
-    if len(_PYSPY_TEXT.findall(head)) >= 1 and (b"Python v" in head or b"Thread " in head[:200]):
+    if anchored and (b"Python v" in head or b"Thread " in head[:200]) and _SNIFF_PYSPY_NL.search(padded):
         return "pyspy"
     if _PYSPY_ERROR.match(stripped) and (b"py_spy::" in head or b"target process" in head
                                          or stripped.startswith(b"Permission Denied")):
         return "pyspy"  # py-spy's own error text: parsed into a problem ("py-spy could not dump")
-    gdb_hang = _GDB_HANG_HDR.search(head)
-    if gdb_hang or _FH_HDR.search(head):
-        body = [ln for ln in head.splitlines() if ln.strip()]
-        # stack lines dominate (a dump, not a log); a faulthandler dump inside a log is left to the rank_log parser
-        if len(_STACK_LINE.findall(head)) * 5 >= len(body) * 2 and (gdb_hang or _FH_FIRST.match(body[0])):
-            return "stack_dump"
-    if len(_NCCL_LINE.findall(head)) >= max(2, lines // 2):
-        return "nccl_log"
-    if len(_DMESG_LINE.findall(head)) >= max(1, lines // 2) or "dmesg" in name or name in ("syslog", "kern.log"):
+    if anchored:
+        gdb_hang = _SNIFF_GDB_NL.search(padded)
+        if gdb_hang or _SNIFF_FH_NL.search(padded):
+            body = [ln for ln in head.splitlines() if ln.strip()]
+            # stack lines dominate (a dump, not a log); a faulthandler dump inside a log is left to the rank_log parser
+            if len(_STACK_LINE.findall(head)) * 5 >= len(body) * 2 and (gdb_hang or _FH_FIRST.match(body[0])):
+                return "stack_dump"
+    need = max(2, lines // 2)
+    if head.count(b"NCCL ") >= need and _count_at_least(_SNIFF_NCCL_NL, padded, need):
+        return "nccl_log"  # (every _NCCL_LINE match holds its own "NCCL ")
+    if "dmesg" in name or name in ("syslog", "kern.log") or _count_at_least(_SNIFF_DMESG_NL, padded, max(1, lines // 2)):
         return "dmesg"
     return "rank_log"
 

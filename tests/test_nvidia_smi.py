@@ -202,3 +202,22 @@ def test_long_loops_are_thinned_keeping_the_last_snapshot(tmp_path, monkeypatch)
     snaps = sorted({r["snapshot"] for r in result.rows["gpu"]})
     assert len(result.rows["gpu"]) <= 12 and snaps[-1] == 24 and snaps[0] == 0
     assert result.rows["gpu"][-1]["mem_used_mib"] == 24 and any("every" in pr for pr in result.problems)
+
+
+def test_csv_null_cells_units_duplicate_fields_and_damage(tmp_path):
+    # the per-row fast path (split, strip, memoised cell readers) keeps every reading of the plain one
+    p = tmp_path / "smi.csv"
+    p.write_text(
+        "timestamp, index, name, pci.bus_id, memory.used [MiB], memory.total [MiB], utilization.gpu [%], "
+        "temperature.gpu, power.draw [W], power.draw.instant [W]\n"
+        "2025/06/01 15:03:44.970, 0, NVIDIA H100, 00000000:18:00.0, 61864 MiB, 81559 MiB, 98 %, 61, 488.10 W, 500.5 W\n"
+        '2025/06/01 15:03:44.970, 1, "NVIDIA H100, PCIe", 00000000:2A:00.0, [N/A], 81559 MiB, N/A, , [Not Supported], 12 W\n'
+        "2025/06/01 15:03:44.970, 2, NVIDIA H100, 00000000:3A:00.0, 100 MiB, 81559 MiB, nan, inf, 42, n/a\n"
+        "2025/06/01 15:04:14.970, 0, NVIDIA H100, 00000000:18:00.0,  7 MiB , 81559 MiB, 1e2, -0, 1_0, 3 W\n")
+    [src] = discover(str(p))
+    rows = parse_source(src).rows["gpu"]
+    got = [(r["gpu_index"], r["mem_used_mib"], r["util_pct"], r["temp_c"], r["power_w"], r["snapshot"]) for r in rows]
+    # a later column of the same field wins, even when null; nan/inf are damage, not readings
+    assert got == [(0, 61864.0, 98.0, 61.0, 500.5, 0), (1, None, None, None, 12.0, 0), (2, 100.0, None, None, None, 0),
+                   (0, 7.0, 100.0, 0.0, 3.0, 1)]
+    assert rows[1]["bus_id"] == "00000000:2A:00.0" and rows[0]["ts"] == "2025-06-01T15:03:44.970000"

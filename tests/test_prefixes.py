@@ -36,3 +36,44 @@ def test_plain_line_untouched():
 def test_prefix_with_bad_sample_refused():
     with pytest.raises(PrefixError):
         load_prefixes([{"name": "x", "pattern": r"\[x(?P<rank>\d+)\]", "samples": [("[y1] z", {"rank": "1"})]}])
+
+
+def _plain_strip(line: str) -> tuple[str, dict]:
+    """strip_prefixes as a loop over the prefixes, one match each (the reference for the combined regex)."""
+    from parsers import prefixes as p
+    info: dict = {}
+    msg = line
+    for _ in range(8):
+        if not msg or msg[0] not in p._FIRST_CHARS:
+            break
+        found = p._first_prefix_match(msg)
+        if found is None:
+            break
+        g = found.groupdict()
+        if g.get("rank") is not None and "rank" not in info:
+            info["rank"] = int(g["rank"])
+        if g.get("local_rank") is not None and "local_rank" not in info:
+            info["local_rank"] = int(g["local_rank"])
+        for key in ("host", "ts", "pid"):
+            if g.get(key) and key not in info:
+                info[key] = g[key]
+        msg = msg[found.end():]
+    lvl = p._level(msg)
+    if lvl:
+        info["level"] = lvl
+    return msg, info
+
+
+_PREFIXES = ["[rank3]:", "[rank3]: ", "[default0]:", "[trainer12]:", "[1,3]<stdout>:", "[1,0][node1:123]<stderr>:",
+             "[rank: 2] ", "[Rank 4] ", "[RANK 5]: ", "(RayWorkerWrapper pid=1019, ip=10.0.0.1) ", "[80746] ",
+             "stderr: ", "stdout: ", "[2024-05-08 08:47:31,261] ", "2023-07-26 04:37:11.717 | ",
+             "2024-01-02T03:04:05Z ", "Nov 20 16:03:25 ", "May 15 23:09:30 node7 ", "[12] x", "[rank", "(x) ",
+             "2024-13", "Sep ", "1234 "]
+
+
+@pytest.mark.parametrize("first", _PREFIXES)
+def test_combined_prefix_regex_strips_as_the_plain_loop(first):
+    for second in _PREFIXES:
+        for rest in ("RuntimeError: boom", "[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] y", "kernel: x", ""):
+            line = first + second + rest
+            assert strip_prefixes(line) == _plain_strip(line), line

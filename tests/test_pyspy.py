@@ -244,3 +244,16 @@ def test_ten_megabytes_of_thread_lines_are_capped(tmp_path):
     res = parse_pyspy_text(src)
     assert len(res.rows["stacks"]) == MAX_ROWS
     assert any("not kept" in p for p in res.problems)
+
+
+@pytest.mark.parametrize("loc,want", [
+    ("train.py:12", ("train.py", 12)), ("C:/x/a.py:7", ("C:/x/a.py", 7)), ("a:b:3", ("a:b", 3)),
+    ("libc.so.6", ("libc.so.6", None)), ("f.py:", ("f.py:", None)), ("x.py:1\u00b2", ("x.py:1\u00b2", None)),
+    ("x.py:\u0661\u0662", ("x.py", 12)), ("x.py:12\n", ("x.py", 12)), ("<frozen runpy>:88", ("<frozen runpy>", 88)),
+])
+def test_parse_frame_location(loc, want):
+    from parsers.pyspy import LOC_LINE_RE, parse_frame
+    frame = parse_frame("f", loc)
+    assert (frame["file"], frame["line"]) == want
+    m = LOC_LINE_RE.match(loc)  # the regex the split stands in for
+    assert (m.group("file"), int(m.group("line"))) == want if m else frame["line"] is None

@@ -89,3 +89,41 @@ def test_interleaved_unprefixed_frames_form_one_traceback(tmp_path):
             "CollectiveFingerPrint(SequenceNumber=21, OpType=BROADCAST)\n")
     res = _parse(tmp_path, "c.log", text)
     assert len(res.rows["tracebacks"]) == 1 and len(res.rows["tracebacks"][0]["frames"]) == 2
+
+
+# ---- per-line helpers with literal gates decide as their plain regexes
+
+_GATE_LINES = [
+    "config: per_device_train_batch_size=8 eval_every=1250 save_every=12500", "timeout: WorkNCCL(x) Timeout(ms)=600000",
+    "watchdog timeout then timeout=5", "--num_workers 8", "EPOCHS: 3", "Save_Steps = '500'", "PERIOD:", "x every y",
+    "interval\u00a05", "ba\u0131ch_size=4", "\u017fave_\u017fteps=5", "TIMEOUT=\u0661\u0662", "plain line", "",
+    "[Rank 3] x", "[PG 0 Rank 12] x", "GLOBAL_RANK: 7, MEMBER: 8/16", "rank=5 ready", "(rank:4)", "RANK 3",
+    "[7] is setting up NCCL communicator and retrieving ncclUniqueId from [0]", "Rank 3/8 ok", "[INFO] BANK 3",
+    "see 0x7f3a /usr/lib/x.so at 10.0.0.1:29500 after 12.5 s", "no digits here", "v1.2.3 3.4", "a/b c.d 0x",
+]
+
+
+def _variants(line):
+    return [line, line.upper(), line.lower(), line.swapcase(), line + " \u2588", line.replace("s", "\u017f"),
+            line.replace("k", "\u212a"), line.replace("i", "\u0131")]
+
+
+def test_config_hint_equals_its_regex():
+    from parsers.textlog import CONFIG_HINT_RE, config_hint
+    for line in _GATE_LINES:
+        for v in _variants(line):
+            assert config_hint(v) == bool(CONFIG_HINT_RE.search(v)), v
+
+
+def test_message_rank_and_template_equal_the_plain_loops():
+    from parsers.textlog import MSG_RANK_RES, TEMPLATE_MASKS, message_rank, template_of
+    for line in _GATE_LINES:
+        for v in _variants(line):
+            want = None
+            if "ank" in v or "RANK" in v or v.startswith("["):
+                want = next((int(m.group("r")) for m in (rx.search(v) for rx in MSG_RANK_RES) if m), None)
+            assert message_rank(v) == want, v
+            t = v[:300]
+            for rx, mask in TEMPLATE_MASKS:
+                t = rx.sub(mask, t)
+            assert template_of(v) == t, v
