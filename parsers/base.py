@@ -7,7 +7,7 @@ from typing import Callable
 
 from postmortem import textio
 from postmortem.discover import Source
-from postmortem.schema import Columns, to_columns
+from postmortem.columns import Columns, to_columns
 
 
 @dataclass

@@ -1,10 +1,9 @@
 """Table schemas (one place, versioned) and the validation applied where each DataFrame is built."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from itertools import repeat
-
 import pandas as pd
+
+from postmortem.columns import Columns, to_columns  # noqa: F401 - re-exported
 
 SCHEMA_VERSION = 1
 
@@ -47,23 +46,6 @@ def columns(table: str) -> list[str]:
 def empty_frame(table: str) -> pd.DataFrame:
     """An empty DataFrame with the table's columns and dtypes."""
     return frame_from_rows(table, [])
-
-
-@dataclass
-class Columns:
-    """One table's rows stored column-wise: what a parser process sends back (a fraction of the memory and pickle
-    size of one dict per row). A key no row has is absent; a row without a key holds None there."""
-    data: dict[str, list]
-    n: int
-
-    def __len__(self) -> int:
-        return self.n
-
-
-def to_columns(rows: list[dict]) -> Columns:
-    """Row dicts -> Columns (every key any row has becomes a column; the keys are gathered in C)."""
-    keys = set().union(*rows) if rows else set()
-    return Columns({k: list(map(dict.get, rows, repeat(k))) for k in sorted(keys)}, len(rows))
 
 
 def frame_from_rows(table: str, rows: list[dict]) -> pd.DataFrame:

@@ -161,3 +161,8 @@ def test_grep_pattern_is_the_prefilter_trigger_set():
     assert "Watchdog caught" in words and "out of memory" in words and "Traceback (most recent call last)" in words
     pat = run.grep_pattern(words)
     assert re.search(pat, "x Watchdog caught y") and re.search(pat, "Root Cause (first observed failure):")
+    # grep gets the error triggers the prefilter searches every byte for, not the progress words it samples
+    from parsers import textlog
+    assert set(textlog._prefilter_triggers().pattern_text) <= set(words)
+    assert "step" not in words and "{'" not in words
+    assert {"step", "Step", "{'"} <= set(run.wide_trigger_set())
