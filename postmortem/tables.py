@@ -96,6 +96,12 @@ def _world(frames: dict[str, pd.DataFrame]) -> dict:
     ranks: set[int] = set()
     for name in ("events", "tracebacks", "steps", "collectives", "stacks", "nccl"):
         ranks.update(int(r) for r in frames[name]["rank"].dropna().unique())
+    # A rank's own log file (torchrun's attempt_0/<rank>/stderr.log, rank3.log) shows the rank ran, even when
+    # nothing in it became a row (a healthy rank prints little).
+    src = frames["sources"]
+    if len(src):
+        own = src[src["rank"].notna() & (src["lines"].fillna(0) > 0) & (src["parsed_ok"] == True)]  # noqa: E712
+        ranks.update(int(r) for r in own["rank"].unique())
     claims = []
     ev = frames["events"]
     if len(ev):

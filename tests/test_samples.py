@@ -51,3 +51,9 @@ def test_sample_verdict(name):
     if "max_confidence" in expected:
         # a verdict inferred without direct evidence must not claim calibrated certainty
         assert verdict.confidence <= expected["max_confidence"], got
+
+
+def test_a_healthy_rank_with_its_own_log_counts_as_seen():
+    """clean_run: rank 1 prints only a warning no rule reads, but torchrun wrote its attempt_0/1/ logs."""
+    a = postmortem.analyze(os.path.join(SAMPLES, "clean_run", "logs"), quiet=True)
+    assert a.tables.meta["ranks_seen"] == [0, 1] and a.world_size == 2
