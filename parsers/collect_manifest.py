@@ -31,7 +31,7 @@ def parse_manifest(source: Source) -> ParseResult:
             attrs["signal"] = str(sig)
         result.add("events", {"source": source.source, "line": 1, "rank": None, "host": None, "ts": data.get("ended"),
                               "kind": "exit", "message": f"job exited with code {code}" + (f" ({sig})" if sig else ""),
-                              "template": "collect exit", "attrs": attrs,
+                              "template": "collect exit", "details": attrs,
                               "level": "E" if code not in (0, None) else "I", "pid": None})
     env = data.get("env_added")
     if isinstance(env, dict):

@@ -141,7 +141,7 @@ class _KernelLog:
         self.result.add("events", {
             "source": self.source.source, "line": lineno, "rank": self.source.rank,
             "host": facts.get("host") or self.source.host, "ts": facts.get("ts"), "kind": kind,
-            "message": message[:1000], "template": _TEMPLATES[kind], "attrs": attrs, "level": level, "pid": pid})
+            "message": message[:1000], "template": _TEMPLATES[kind], "details": attrs, "level": level, "pid": pid})
 
     def feed(self, lineno: int, line: str) -> None:
         facts, msg = parse_prefix(line)

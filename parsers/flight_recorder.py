@@ -189,5 +189,5 @@ def _status_event(result, source, rank, pg, info, configs, version) -> None:
            + (f"; first not completed #{pending['seq']} {pending['op']}" if pending else "; nothing pending"))
     result.add("events", {"source": source.source, "line": None, "rank": rank, "host": source.host,
                           "ts": pending["ts"] if pending else None, "kind": "fr_pg_status", "message": msg[:1000],
-                          "template": "flight recorder pg status", "attrs": attrs,
+                          "template": "flight recorder pg status", "details": attrs,
                           "level": "W" if pending else "I", "pid": None})

@@ -112,14 +112,14 @@ class _HostMem:
             vals = s.split(":", 1)[1].split()
             if len(vals) >= 2:
                 # Old procps counts buffers/cache as used on the Mem: line; this line has the real figure.
-                self.snap["attrs"]["used_with_cache_kb"] = self.snap["attrs"].get("used_kb")
-                self.snap["attrs"]["used_kb"] = to_kib(vals[0], self.free_factor)
-                self.snap["attrs"]["available_kb"] = to_kib(vals[1], self.free_factor)
+                self.snap["details"]["used_with_cache_kb"] = self.snap["details"].get("used_kb")
+                self.snap["details"]["used_kb"] = to_kib(vals[0], self.free_factor)
+                self.snap["details"]["available_kb"] = to_kib(vals[1], self.free_factor)
         elif s.startswith("Swap:") and self.snap and self.snap["tool"] == "free":
             vals = s.split(":", 1)[1].split()
             if len(vals) >= 2:
-                self.snap["attrs"]["swap_total_kb"] = to_kib(vals[0], self.free_factor)
-                self.snap["attrs"]["swap_used_kb"] = to_kib(vals[1], self.free_factor)
+                self.snap["details"]["swap_total_kb"] = to_kib(vals[0], self.free_factor)
+                self.snap["details"]["swap_used_kb"] = to_kib(vals[1], self.free_factor)
             self.flush()
         elif self.vm_cols and re.match(r"^\d", s):
             self._vmstat_row(lineno, s)
@@ -138,7 +138,7 @@ class _HostMem:
             attrs["buff_cache_kb"] = (b or 0) + (c or 0) if b is not None or c is not None else None
         human = any(re.search(r"[A-Za-z]$", v) for v in vals)
         attrs["unit_assumed"] = f is None and not human
-        self.snap = {"tool": "free", "line": lineno, "attrs": attrs}
+        self.snap = {"tool": "free", "line": lineno, "details": attrs}
 
     def _vmstat_row(self, lineno: int, s: str) -> None:
         vals = s.split()
@@ -155,7 +155,7 @@ class _HostMem:
         ts = None
         if len(vals) >= len(self.vm_cols or []) + 2:  # vmstat -t: date and time after the last column
             ts = _date(" ".join(vals[len(self.vm_cols):len(self.vm_cols) + 2]))
-        self.snap = {"tool": "vmstat", "line": lineno, "attrs": attrs}
+        self.snap = {"tool": "vmstat", "line": lineno, "details": attrs}
         if ts:
             self.pending_ts = ts
         self.flush()
@@ -165,7 +165,7 @@ class _HostMem:
         if snap is None:
             return
         # inf/nan (a mangled "1e999 kB") have no integer value: dropped like a missing one.
-        attrs = {k: (round(v) if isinstance(v, float) else v) for k, v in snap["attrs"].items()
+        attrs = {k: (round(v) if isinstance(v, float) else v) for k, v in snap["details"].items()
                  if v is not None and not (isinstance(v, float) and not math.isfinite(v))}
         attrs["snapshot"] = self.index
         attrs["format"] = f"host-memory-{snap['tool']}"
@@ -177,7 +177,7 @@ class _HostMem:
                    f"swap used {attrs.get('swap_used_kb')} kB, si {attrs.get('si')} so {attrs.get('so')}")
         row = {"source": self.source.source, "line": snap["line"], "rank": self.source.rank, "host": self.source.host,
                "ts": self.pending_ts, "kind": "host_mem", "message": msg,
-               "template": f"host memory snapshot ({snap['tool']})", "attrs": attrs, "level": "I", "pid": None}
+               "template": f"host memory snapshot ({snap['tool']})", "details": attrs, "level": "I", "pid": None}
         self.pending_ts = None
         self.index += 1
         if attrs["snapshot"] % self.stride:
@@ -188,7 +188,7 @@ class _HostMem:
         kept.append(row)
         if len(kept) > MAX_SNAPSHOTS:  # a very long loop: every other snapshot, always the last
             self.stride *= 2
-            kept[:] = [r for r in kept if r["attrs"]["snapshot"] % self.stride == 0]
+            kept[:] = [r for r in kept if r["details"]["snapshot"] % self.stride == 0]
 
     def finish(self) -> None:
         """Flush the open snapshot and keep the last one even when thinning skipped it."""

@@ -527,7 +527,7 @@ class _SmiParser:
         self.result.add("events", {
             "source": self.source.source, "line": line, "rank": self.source.rank, "host": self.source.host,
             "ts": self.snap.ts, "kind": "gpu_health", "message": f"GPU {bus or idx}: {summary}"[:1000],
-            "template": "nvidia-smi -q GPU health", "attrs": attrs, "level": "E" if bad else "W" if warn else "I",
+            "template": "nvidia-smi -q GPU health", "details": attrs, "level": "E" if bad else "W" if warn else "I",
             "pid": None})
 
 

@@ -290,7 +290,7 @@ class _TorchrunSummary:
                f"{' ' + cur['signal'] if cur.get('signal') else ''}{' (root cause)' if cur['root'] else ''}")
         self.result.add("events", {"source": self.source.source, "line": cur.pop("line"), "rank": cur["rank"],
                                    "host": cur.get("host"), "ts": None, "kind": "torchrun_failure",
-                                   "message": msg, "template": "torchrun failure", "attrs": cur, "level": "error",
+                                   "message": msg, "template": "torchrun failure", "details": cur, "level": "error",
                                    "pid": cur.get("pid")})
 
     def finish(self) -> None:
@@ -396,7 +396,7 @@ def parse_textlog(source: Source) -> ParseResult:
                     attrs.setdefault("hostpid", f"{ctx_host}:{pid}")
                 row = {"source": source.source, "line": lineno, "rank": ev_rank, "host": ctx["host"], "ts": ctx["ts"],
                        "kind": fmt.kind, "message": message[:1000], "template": template_of(message),
-                       "attrs": attrs, "level": info.get("level") or fmt.level[0].upper(), "pid": pid}
+                       "details": attrs, "level": info.get("level") or fmt.level[0].upper(), "pid": pid}
                 result.add("events", row)
                 if fmt.kind in ("watchdog_timeout", "watchdog_status"):
                     _collective_row(result, source, lineno, ctx, fmt.kind, attrs)
@@ -407,7 +407,7 @@ def parse_textlog(source: Source) -> ParseResult:
                     result.add("events", {"source": source.source, "line": lineno, "rank": rank, "host": ctx["host"],
                                           "ts": ctx["ts"], "kind": "config", "message": message[:300],
                                           "template": "config echo", "level": "I", "pid": None,
-                                          "attrs": {"key": cm.group("key").lower().lstrip("-"),
+                                          "details": {"key": cm.group("key").lower().lstrip("-"),
                                                     "value": float(cm.group("value")), "format": "config-echo"}})
             st = parse_step(message)
             if st:

@@ -135,5 +135,5 @@ def parse_torchrun_error(source: Source) -> ParseResult:
     where = f" (rank {rank})" if rank is not None else " (torchrun parent copy)" if code is not None else ""
     message = f"error file{where}: {summary}" + (f" (errorCode {code_int})" if code_int is not None else "")
     result.add("events", {**common, "kind": "exit", "message": message[:1000], "template": "torchrun error file",
-                          "attrs": attrs, "level": "E", "pid": None})
+                          "details": attrs, "level": "E", "pid": None})
     return result

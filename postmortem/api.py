@@ -188,4 +188,4 @@ def _failure_signals(tables) -> bool:
     if len(ev) and (ev["level"].isin(["E", "F"]) | ev["kind"].isin(["oom", "host_oom", "killed"])).any():
         return True
     exits = ev[ev["kind"] == "exit"] if len(ev) else ev
-    return any(str(a.get("code", a.get("code2", a.get("code3", "1")))) not in ("0", "None") for a in exits["attrs"])
+    return any(str(a.get("code", a.get("code2", a.get("code3", "1")))) not in ("0", "None") for a in exits["details"])

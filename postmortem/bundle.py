@@ -46,7 +46,7 @@ def _source_facts(sources: list, frames: dict[str, pd.DataFrame]) -> dict[str, d
     ev = frames["events"]
     if len(ev):
         ev = ev[ev["kind"].isin(("job_id", "config"))]
-        for source, kind, attrs in zip(ev["source"], ev["kind"], ev["attrs"]):
+        for source, kind, attrs in zip(ev["source"], ev["kind"], ev["details"]):
             if not isinstance(attrs, dict):
                 continue
             if kind == "job_id":
@@ -186,7 +186,7 @@ def _versions(frames: dict[str, pd.DataFrame]) -> tuple[dict, str | None]:
     ev = frames["events"]
     if len(ev):
         ev = ev[ev["kind"].isin(("job_id", "config"))]
-        for kind, attrs, s in zip(ev["kind"], ev["attrs"], ev["source"]):
+        for kind, attrs, s in zip(ev["kind"], ev["details"], ev["source"]):
             if isinstance(attrs, dict):
                 if kind == "config" and attrs.get("format") == "nccl-version":
                     add("nccl", attrs.get("nccl_version"), s)

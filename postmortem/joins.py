@@ -37,7 +37,7 @@ def killed_pids(tables) -> dict[int, str | None]:
         return out
     for kind, key in (("kernel_oom_kill", "pid"), ("host_oom", "pid")):
         sel = ev[ev["kind"] == kind]
-        for attrs, host in zip(sel["attrs"], sel["host"]):
+        for attrs, host in zip(sel["details"], sel["host"]):
             pid = _as_int((attrs or {}).get(key))
             if pid is not None:
                 out.setdefault(pid, host if isinstance(host, str) else None)
@@ -57,13 +57,13 @@ def sigkilled_pid_ranks(tables) -> dict[int, tuple[int, str | None]]:
     if not len(ev):
         return out
     summary = ev[ev["kind"] == "torchrun_failure"]
-    for attrs, host in zip(summary["attrs"], summary["host"]):
+    for attrs, host in zip(summary["details"], summary["host"]):
         attrs = attrs or {}
         pid, code, rank = _as_int(attrs.get("pid")), _as_int(attrs.get("exitcode")), _as_int(attrs.get("rank"))
         if pid is not None and code == -9 and rank is not None:
             out[pid] = (rank, host if isinstance(host, str) else None)
     agent = ev[ev["kind"] == "exit"]
-    for attrs, row_rank, host in zip(agent["attrs"], agent["rank"], agent["host"]):
+    for attrs, row_rank, host in zip(agent["details"], agent["rank"], agent["host"]):
         attrs = attrs or {}
         pid, code = _as_int(attrs.get("pid")), _as_int(attrs.get("code"))
         if pid is None or code != -9 or pid in out:

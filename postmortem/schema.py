@@ -12,7 +12,7 @@ COMMON = ["source", "line", "rank", "host", "ts"]
 # Columns beyond COMMON, per table. Order is the column order of the DataFrame.
 TABLE_COLUMNS: dict[str, list[str]] = {
     "sources": ["kind", "compression", "bytes", "lines", "parsed_ok", "problem", "job"],
-    "events": ["kind", "message", "template", "attrs", "level", "pid"],
+    "events": ["kind", "message", "template", "details", "level", "pid"],
     "tracebacks": ["exc_type", "exc_message", "frames", "last_user_frame", "chained_from", "end_line"],
     "steps": ["step", "total", "epoch", "loss", "lr", "step_time", "phase", "desc"],
     "collectives": ["pg", "seq", "op", "numel_in", "numel_out", "timeout_ms", "elapsed_ms", "state",

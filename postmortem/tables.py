@@ -85,7 +85,7 @@ def _resolve_hostpid_ranks(cols: dict[str, dict[str, list]], hostpid_rank: dict)
             ranks[i] = hostpid_rank.get(f"{hosts[i]}:{pid}")
     ev = cols["events"]
     ranks = ev["rank"]
-    for i, (rank, attrs) in enumerate(zip(ranks, ev["attrs"])):
+    for i, (rank, attrs) in enumerate(zip(ranks, ev["details"])):
         hp = (attrs or {}).get("hostpid")
         if hp and rank is None:
             ranks[i] = hostpid_rank.get(hp)
@@ -105,11 +105,11 @@ def _world(frames: dict[str, pd.DataFrame]) -> dict:
     claims = []
     ev = frames["events"]
     if len(ev):
-        for attrs in ev.loc[ev["kind"] == "config", "attrs"]:
+        for attrs in ev.loc[ev["kind"] == "config", "details"]:
             for key in ("ws1", "ws2", "ws3", "ws4", "ws5", "ws6"):
                 if key in attrs:
                     claims.append(int(attrs[key]))
-        for attrs in ev.loc[ev["kind"] == "torchrun_failure", "attrs"]:
+        for attrs in ev.loc[ev["kind"] == "torchrun_failure", "details"]:
             if isinstance(attrs.get("rank"), int):
                 ranks.add(attrs["rank"])
     nccl = frames["nccl"]

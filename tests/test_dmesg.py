@@ -53,7 +53,7 @@ def test_padding_runs_and_hard_wraps_rejoined():
 
 def test_corpus_wrapped_global_oom_python3():
     (ev,) = events("raw_wrapped_global_oom_python3.txt", "kernel_oom_kill")
-    a = ev["attrs"]
+    a = ev["details"]
     assert ev["pid"] == 25315 and a["comm"] == "python3" and a["scope"] == "global"
     assert a["anon_rss_kb"] == 31451456 and a["total_vm_kb"] == 53312244 and a["pgtables_kb"] == 69068
     assert a["constraint"] == "CONSTRAINT_NONE" and a["task_memcg"] == "/user.slice"
@@ -62,7 +62,7 @@ def test_corpus_wrapped_global_oom_python3():
 
 def test_memcg_oom_with_invoker_limit_and_iso_time():
     (ev,) = events("iso_memcg_oom_and_xid79.txt", "kernel_oom_kill")
-    a = ev["attrs"]
+    a = ev["details"]
     assert a["scope"] == "cgroup" and a["constraint"] == "CONSTRAINT_MEMCG"
     assert a["memcg_limit_kb"] == 8388608 and a["invoker"] == "python" and a["comm"] == "pt_main_thread"
     assert a["oom_memcg"] == "/slurm/uid_1000/job_8538204" and a["uid"] == 1000
@@ -71,7 +71,7 @@ def test_memcg_oom_with_invoker_limit_and_iso_time():
 
 def test_old_kernel_kill_and_sacrifice_lines():
     evs = events("old_kernel_sacrifice_child.txt", "kernel_oom_kill")
-    by_pid = {e["pid"]: e["attrs"] for e in evs}
+    by_pid = {e["pid"]: e["details"] for e in evs}
     assert by_pid[18694]["score"] == 946 and by_pid[18694]["anon_rss_kb"] == 59953348
     assert by_pid[18694]["invoker"] == "python" and by_pid[18694]["syslog_time"] == "Jun  2 10:11:12"
     assert 18701 in by_pid and evs[0]["host"] == "trainer"  # a Kill line without its Killed line still counts
@@ -82,37 +82,37 @@ def test_sacrificed_child_records_the_selected_parent(tmp_path):
     p.write_text("[1.0] Out of memory: Kill process 100 (python) score 900 or sacrifice child\n"
                  "[1.1] Killed process 101 (python) total-vm:10kB, anon-rss:5kB, file-rss:0kB\n")
     rows = parse_dmesg(Source(path=str(p), source="dmesg.txt", kind="dmesg")).rows["events"]
-    assert [(r["pid"], r["attrs"].get("selected_pid")) for r in rows] == [(101, 100)]
+    assert [(r["pid"], r["details"].get("selected_pid")) for r in rows] == [(101, 100)]
 
 
 def test_xid_codes_meaning_origin_and_bus():
     evs = events("ctime_xid_app_and_hw.txt", "kernel_xid")
-    got = [(e["attrs"]["xid"], e["attrs"]["origin"], e["level"]) for e in evs]
+    got = [(e["details"]["xid"], e["details"]["origin"], e["level"]) for e in evs]
     assert got == [(13, "application", "W"), (45, "application", "W"), (63, "hardware", "E"),
                    (48, "hardware", "E"), (32, "driver", "E")]
-    assert evs[0]["pid"] == 2096908 and evs[0]["attrs"]["process_name"] == "python"
-    assert evs[2]["attrs"]["bus_id"] == "00000000:10:1C.0" and evs[4]["pid"] is None
-    assert "Out Of Range Address" in evs[0]["attrs"]["detail"]
+    assert evs[0]["pid"] == 2096908 and evs[0]["details"]["process_name"] == "python"
+    assert evs[2]["details"]["bus_id"] == "00000000:10:1C.0" and evs[4]["pid"] is None
+    assert "Out Of Range Address" in evs[0]["details"]["detail"]
 
 
 def test_xid79_unknown_pid_and_fallen_off_bus_and_uuid_map():
     (src,) = discover(os.path.join(FIX, "iso_memcg_oom_and_xid79.txt"))
     result = parse_source(src)
     (xid,) = [e for e in result.rows["events"] if e["kind"] == "kernel_xid"]
-    assert xid["attrs"]["xid"] == 79 and xid["pid"] is None and "process_name" not in xid["attrs"]
+    assert xid["details"]["xid"] == 79 and xid["pid"] is None and "process_name" not in xid["details"]
     assert result.meta["gpu_uuid_by_bus"] == {"00000000:3B:00.0": "GPU-34d7319c-5b19-1e75-186d-c187099e4fe5"}
 
 
 def test_multiline_fallen_off_bus_aer_nvlink_sxid_edac():
     evs = events("syslog_fallen_off_bus_aer_nvlink.txt")
-    types = [(e["kind"], e["attrs"]["type"]) for e in evs]
+    types = [(e["kind"], e["details"]["type"]) for e in evs]
     assert types == [("kernel_gpu_error", "pcie_aer"), ("kernel_gpu_error", "pcie_aer"),
                      ("kernel_gpu_error", "pcie_aer"), ("kernel_gpu_error", "fallen_off_bus"),
                      ("kernel_gpu_error", "nvlink"), ("kernel_gpu_error", "sxid"), ("kernel_hw_error", "host_mem_ecc")]
-    assert [e["attrs"].get("severity") for e in evs[:3]] == ["fatal", "fatal", "corrected"]
-    assert evs[0]["attrs"]["bus_id"] == "00000000:B3:00.0" and evs[2]["level"] == "W"
-    assert evs[3]["attrs"]["bus_id"] == "00000000:B3:00.0"  # from the "The NVIDIA GPU" line before it
-    assert evs[5]["attrs"]["sxid"] == 11001 and evs[5]["level"] == "E"
+    assert [e["details"].get("severity") for e in evs[:3]] == ["fatal", "fatal", "corrected"]
+    assert evs[0]["details"]["bus_id"] == "00000000:B3:00.0" and evs[2]["level"] == "W"
+    assert evs[3]["details"]["bus_id"] == "00000000:B3:00.0"  # from the "The NVIDIA GPU" line before it
+    assert evs[5]["details"]["sxid"] == 11001 and evs[5]["level"] == "E"
     assert all(e["host"] == "gpu-node-07" for e in evs)
 
 

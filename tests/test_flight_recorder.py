@@ -50,13 +50,13 @@ def test_json_and_pickle_dumps_agree():
 
 def test_pg_status_event_names_first_pending_entry_with_frames():
     (ev,) = parse("gloo_skip_last_allreduce_rank0.pkl").rows["events"]
-    a = ev["attrs"]
+    a = ev["details"]
     assert ev["kind"] == "fr_pg_status" and ev["level"] == "W" and ev["rank"] == 0
     assert (a["first_pending_seq"], a["first_pending_op"], a["backend"]) == (7, "gloo:all_reduce", "gloo")
     assert a["ranks"] == [0, 1] and a["version"] == "2.10" and a["entries"] == 7
     assert any(f["func"] == "main" and f["file"].endswith("make_fr_dumps.py") for f in a["first_pending_frames"])
     (ev1,) = parse("gloo_skip_last_allreduce_rank1.json").rows["events"]
-    assert ev1["attrs"]["first_pending_seq"] == 6 and "first_pending_frames" in ev1["attrs"]
+    assert ev1["details"]["first_pending_seq"] == 6 and "first_pending_frames" in ev1["details"]
 
 
 def _nccl_dump(**extra) -> dict:
@@ -85,8 +85,8 @@ def test_nccl_shaped_pickle_with_p2p_and_duration(tmp_path):
     assert (coll["seq"], coll["numel_in"], coll["elapsed_ms"], coll["state"], coll["rank"]) == (41, 1048576, 13,
                                                                                                "completed", 3)
     assert (p2p["pg"], p2p["seq"], p2p["op"], p2p["last_completed"]) == ("1", 9, "nccl:send 3->4", None)
-    status = {e["attrs"]["pg"]: e for e in result.rows["events"]}
-    assert status["0"]["level"] == "I" and status["0"]["attrs"]["ranks"] == [0, 1, 2, 3, 4]
+    status = {e["details"]["pg"]: e for e in result.rows["events"]}
+    assert status["0"]["level"] == "I" and status["0"]["details"]["ranks"] == [0, 1, 2, 3, 4]
 
 
 def test_rank_key_in_dump_wins_over_path(tmp_path):

@@ -24,10 +24,10 @@ def snaps(name: str) -> list[dict]:
 
 def test_corpus_free_every_60s_shows_growth():
     rows = snaps("free_every_60s_dataloader_growth.log")
-    used = [r["attrs"]["used_kb"] for r in rows]
+    used = [r["details"]["used_kb"] for r in rows]
     assert used == [5909424, 9803196, 12532152, 14393964, 15684068, 16577944]
-    assert [r["attrs"]["snapshot"] for r in rows] == list(range(6))
-    a = rows[0]["attrs"]
+    assert [r["details"]["snapshot"] for r in rows] == list(range(6))
+    a = rows[0]["details"]
     assert (a["total_kb"], a["available_kb"], a["swap_used_kb"], a["unit_assumed"]) == (62880028, 56381080, 0, True)
     assert rows[0]["line"] == 3
 
@@ -35,7 +35,7 @@ def test_corpus_free_every_60s_shows_growth():
 def test_old_procps_free_m_with_date_lines():
     rows = snaps("free_m_old_procps_with_date.log")
     assert [r["ts"] for r in rows] == ["2022-11-21T13:51:00", "2022-11-21T13:56:00"]
-    a = rows[1]["attrs"]
+    a = rows[1]["details"]
     assert a["used_kb"] == 15588 * 1024 and a["used_with_cache_kb"] == 15901 * 1024  # -/+ buffers/cache line
     assert a["available_kb"] == 359 * 1024 and a["swap_used_kb"] == 4010 * 1024 and a["unit_assumed"] is False
     assert a["buff_cache_kb"] == (12 + 301) * 1024
@@ -43,15 +43,15 @@ def test_old_procps_free_m_with_date_lines():
 
 def test_free_h_human_units():
     rows = snaps("free_h_human.log")
-    a = rows[1]["attrs"]
+    a = rows[1]["details"]
     assert a["total_kb"] == 62 * 1024 ** 2 and a["used_kb"] == 59 * 1024 ** 2
-    assert a["swap_used_kb"] == round(1.9 * 1024 ** 2) and rows[0]["attrs"]["swap_used_kb"] == 0
+    assert a["swap_used_kb"] == round(1.9 * 1024 ** 2) and rows[0]["details"]["swap_used_kb"] == 0
 
 
 def test_vmstat_with_timestamps():
     rows = snaps("vmstat_t_5s.log")
     assert [r["ts"] for r in rows] == ["2024-05-01T12:00:00", "2024-05-01T12:00:05", "2024-05-01T12:00:10"]
-    a = rows[2]["attrs"]
+    a = rows[2]["details"]
     assert (a["free_kb"], a["swap_used_kb"], a["si"], a["so"], a["b"], a["wa"]) == (81220, 2096000, 5120, 9840, 6, 50)
 
 
@@ -61,7 +61,7 @@ def test_vmstat_units_from_command(tmp_path):
                  " r  b   swpd   free   buff  cache   si   so    bi    bo   in   cs us sy id wa st\n"
                  " 1  0      2    100     10    300    0    0     0     0    1    1  1  1 98  0  0\n")
     (row,) = parse_host_memory(Source(path=str(p), source="vm.log", kind="host_memory")).rows["events"]
-    assert row["attrs"]["free_kb"] == 100 * 1024 and row["attrs"]["unit_assumed"] is False
+    assert row["details"]["free_kb"] == 100 * 1024 and row["details"]["unit_assumed"] is False
 
 
 @pytest.mark.parametrize("tok,factor,want", [("62Gi", None, 62 * 1024 ** 2), ("0B", None, 0), ("5.6G", None, 5.6 * 1024 ** 2),
@@ -86,5 +86,5 @@ def test_long_loops_are_thinned_keeping_the_last(tmp_path, monkeypatch):
     p = tmp_path / "free.log"
     p.write_text("".join(block.format(u=i) for i in range(30)))
     result = hm.parse_host_memory(Source(path=str(p), source="free.log", kind="host_memory"))
-    used = [r["attrs"]["used_kb"] for r in result.rows["events"]]
+    used = [r["details"]["used_kb"] for r in result.rows["events"]]
     assert len(used) <= 9 and used[0] == 0 and used[-1] == 29 and result.problems

@@ -124,12 +124,12 @@ def test_q_text_memory_ecc_remapped_rows_and_processes():
     assert rows[0]["mem_used_mib"] == 38123 and rows[0]["power_w"] == 311.25 and rows[0]["util_pct"] == 100
     assert rows[0]["processes"] == [{"pid": 3221, "type": "C", "name": "python", "used_mib": 38100.0}]
     assert rows[1]["ecc_uncorrected"] == 2
-    health = {e["attrs"]["bus_id"]: e for e in result.rows["events"] if e["kind"] == "gpu_health"}
+    health = {e["details"]["bus_id"]: e for e in result.rows["events"] if e["kind"] == "gpu_health"}
     first, second = health["00000000:10:1C.0"], health["00000000:10:1D.0"]
-    assert first["level"] == "W" and first["attrs"]["remap_pending"] is True
-    assert first["attrs"]["ecc_volatile_corrected"] == 177
-    assert second["level"] == "E" and second["attrs"]["remap_failure"] is True
-    assert second["attrs"]["ecc_aggregate_uncorrected"] == 5
+    assert first["level"] == "W" and first["details"]["remap_pending"] is True
+    assert first["details"]["ecc_volatile_corrected"] == 177
+    assert second["level"] == "E" and second["details"]["remap_failure"] is True
+    assert second["details"]["ecc_aggregate_uncorrected"] == 5
 
 
 def test_q_text_pre_ampere_single_double_bit_and_retired_pages():
@@ -137,8 +137,8 @@ def test_q_text_pre_ampere_single_double_bit_and_retired_pages():
     (row,) = result.rows["gpu"]
     assert row["ecc_uncorrected"] == 1
     (ev,) = [e for e in result.rows["events"] if e["kind"] == "gpu_health"]
-    assert ev["attrs"]["ecc_aggregate_corrected"] == 12 and ev["attrs"]["retired_dbe"] == 1
-    assert ev["attrs"]["retired_pending"] is True and ev["level"] == "E"
+    assert ev["details"]["ecc_aggregate_corrected"] == 12 and ev["details"]["retired_dbe"] == 1
+    assert ev["details"]["retired_pending"] is True and ev["level"] == "E"
 
 
 def test_xml_after_warning_line_with_doctype():

@@ -75,7 +75,7 @@ def test_big_file_progress_is_sampled_but_the_last_step_and_the_glued_error_are_
     assert steps[-1]["step"] == 20000 and steps[-1]["rank"] == 5
     assert [s["step"] for s in steps] == sorted(s["step"] for s in steps)
     wd = [e for e in res.rows["events"] if e["kind"] == "watchdog_timeout"]
-    assert len(wd) == 1 and wd[0]["attrs"]["seq"] == 77       # glued to a 1.9 MB line: a line reader cut it off
+    assert len(wd) == 1 and wd[0]["details"]["seq"] == 77       # glued to a 1.9 MB line: a line reader cut it off
     assert src.source in res.meta["summarised"]
 
 

@@ -49,13 +49,13 @@ def synthetic(world: int = 8, culprit: int = 3, timed: bool = True, log_dir: str
         if r == culprit:
             ev.append({"source": name, "line": 45, "rank": r, "ts": ts(420), "kind": "oom", "level": "E",
                        "message": f"torch.OutOfMemoryError: CUDA out of memory. {XSS}", "template": "oom",
-                       "attrs": {}})
+                       "details": {}})
             frames = [{"func": "load_batch", "file": "train.py", "line": 12},
                       {"func": "main", "file": "train.py", "line": 40}]
         else:
             ev.append({"source": name, "line": 60, "rank": r, "ts": ts(2300), "kind": "watchdog_timeout",
                        "level": "E", "message": f"[Rank {r}] Watchdog caught collective operation timeout",
-                       "template": "[Rank <N>] Watchdog caught collective operation timeout", "attrs": {}})
+                       "template": "[Rank <N>] Watchdog caught collective operation timeout", "details": {}})
             frames = [{"func": "all_reduce", "file": "torch/distributed/distributed_c10d.py", "line": 2000 + i}
                       for i in range(15)]
         stacks.append({"source": f"pyspy_{r}.txt", "line": 1, "rank": r, "pid": 100 + r, "thread": str(100 + r),

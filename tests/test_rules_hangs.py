@@ -19,7 +19,7 @@ def test_collect_manifest_is_read_and_gaps_know_what_was_enabled():
     a = postmortem.analyze(HERE)
     kinds = dict(zip(a.tables.sources["source"], a.tables.sources["kind"]))
     assert kinds["n0/manifest.json"] == "collect_manifest"
-    exits = a.tables.events[a.tables.events["attrs"].map(lambda x: x.get("format") == "collect-manifest")]
-    assert list(exits["attrs"].map(lambda x: x["code"])) == ["1"]
+    exits = a.tables.events[a.tables.events["details"].map(lambda x: x.get("format") == "collect-manifest")]
+    assert list(exits["details"].map(lambda x: x["code"])) == ["1"]
     fr = [g for g in a.evidence_gaps if g["missing"] == "flight-recorder traces"]
     assert fr and "enabled" in fr[0]["why"]

@@ -27,7 +27,7 @@ def test_rank_prefixed_traceback_and_torchrun_root_cause():
     val = [t for t in tbs if t["exc_type"] == "ValueError"][0]
     assert val["rank"] == 1 and val["exc_message"] == "corrupt sample at step 3"
     assert val["last_user_frame"]["func"] == "load_batch"
-    roots = [e for e in res.rows["events"] if e["kind"] == "torchrun_failure" and e["attrs"]["root"]]
+    roots = [e for e in res.rows["events"] if e["kind"] == "torchrun_failure" and e["details"]["root"]]
     assert [e["rank"] for e in roots] == [1]
 
 
@@ -37,7 +37,7 @@ def test_progress_bar_glued_to_watchdog_line_is_split(tmp_path):
             "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800328 milliseconds before timing out.\n")
     res = _parse(tmp_path, "c.log", line)
     wd = [e for e in res.rows["events"] if e["kind"] == "watchdog_timeout"][0]
-    assert wd["rank"] == 2 and wd["attrs"]["seq"] == 2 and wd["attrs"]["timeout_ms"] == 1800000
+    assert wd["rank"] == 2 and wd["details"]["seq"] == 2 and wd["details"]["timeout_ms"] == 1800000
     step = res.rows["steps"][0]
     assert step["rank"] is None and step["phase"] == "data" and step["step"] == 280000
     assert res.rows["collectives"][0]["op"] == "ALLREDUCE"

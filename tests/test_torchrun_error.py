@@ -27,7 +27,7 @@ def test_parent_copy_with_error_code():
     assert tb["last_user_frame"]["func"] == "load_batch"
     assert tb["ts"] == "2026-11-21T13:18:46" and tb["rank"] is None
     (ev,) = result.rows["events"]
-    assert ev["kind"] == "exit" and ev["attrs"]["code"] == 1 and ev["attrs"]["parent_copy"] is True
+    assert ev["kind"] == "exit" and ev["details"]["code"] == 1 and ev["details"]["parent_copy"] is True
     assert "corrupt sample at step 3" in ev["message"]
 
 
@@ -38,7 +38,7 @@ def test_child_files_take_rank_and_attempt_from_the_log_dir_path():
         result = parse(os.path.relpath(p, FIX))
         (ev,) = result.rows["events"]
         (tb,) = result.rows["tracebacks"]
-        got.append((ev["attrs"]["attempt"], ev["rank"], tb["exc_type"], "code" in ev["attrs"]))
+        got.append((ev["details"]["attempt"], ev["rank"], tb["exc_type"], "code" in ev["details"]))
     assert got == [(0, 1, "ValueError", False), (1, 1, "RuntimeError", False)]
 
 
@@ -49,14 +49,14 @@ def test_chained_exceptions_and_error_code_inside_message():
     assert second["exc_type"] == "ValueError" and second["chained_from"] == 0
     assert second["exc_message"] == "bad checkpoint /ckpt/last.pt" and second["rank"] == 0
     (ev,) = result.rows["events"]
-    assert ev["attrs"]["code"] == 1 and ev["ts"] == "2026-11-21T13:18:46"
+    assert ev["details"]["code"] == 1 and ev["ts"] == "2026-11-21T13:18:46"
 
 
 def test_plain_string_message():
     result = parse("plain_string_message.json")
     assert not result.rows.get("tracebacks")
     (ev,) = result.rows["events"]
-    assert ev["attrs"]["exc_type"] == "RuntimeError" and "exited with code 3" in ev["message"]
+    assert ev["details"]["exc_type"] == "RuntimeError" and "exited with code 3" in ev["message"]
 
 
 def test_truncated_json_is_a_problem():

@@ -42,7 +42,7 @@ def collective_mismatch(tables):
     if mm.empty:
         return []
     row = mm.iloc[0]
-    a = row["attrs"]
+    a = row["details"]
     fa, fb = _fingerprint(a.get("fp_a")), _fingerprint(a.get("fp_b"))
     na, nb = _numel(fa.get("TensorShape")), _numel(fb.get("TensorShape"))
     same_op = fa.get("OpType") and fa.get("OpType") == fb.get("OpType")
@@ -67,7 +67,7 @@ def collective_mismatch(tables):
             + (f" while rank {a.get('rank_b')} ran {fb.get('OpType', '?')}"
                + (f" #{fb['SequenceNumber']}" if fb.get("SequenceNumber") else "") if fb else ""))
     own = {}
-    for at in mm["attrs"]:
+    for at in mm["details"]:
         for rk, fp in (("rank_a", "fp_a"), ("rank_b", "fp_b")):
             if at.get(rk) is not None and _fingerprint(at.get(fp)).get("OpType"):
                 own[int(at[rk])] = _fingerprint(at.get(fp))["OpType"]
@@ -86,7 +86,7 @@ def collective_mismatch(tables):
 def _waits(tables) -> pd.DataFrame:
     w = facts.ev(tables, WAIT_KINDS)
     if len(w):
-        w = w[~w["attrs"].map(lambda a: "teardown" in a)]
+        w = w[~w["details"].map(lambda a: "teardown" in a)]
     return w
 
 
@@ -145,9 +145,9 @@ def peer_exited(tables):
     if waits.empty:
         return []
     down = facts.ev(tables, "teardown")
-    down = down[down["attrs"].map(lambda a: "shutdown" in a)]
+    down = down[down["details"].map(lambda a: "shutdown" in a)]
     clean = facts.ev(tables, "exit")
-    clean = clean[clean["attrs"].map(lambda a: str(a.get("code", a.get("code2", a.get("code3", "")))) == "0")]
+    clean = clean[clean["details"].map(lambda a: str(a.get("code", a.get("code2", a.get("code3", "")))) == "0")]
     hits = pd.concat([down, clean])
     if hits.empty:
         return []
@@ -181,7 +181,7 @@ def straggler(tables):
         return []
     waiting = set(facts.ranks_of(waits)) | set(facts.ranks_of(mpf))
     candidates: list[tuple[int, str]] = []
-    for attrs in waits["attrs"]:
+    for attrs in waits["details"]:
         if attrs.get("src") is not None:
             candidates.append((int(attrs["src"]), f"the waiting rank fetched the communicator id from rank {attrs['src']}'s store"))
         if attrs.get("culprit") is not None:
@@ -232,7 +232,7 @@ def straggler(tables):
 
 
 def _timeout_s(waits: pd.DataFrame) -> float | None:
-    for attrs in waits["attrs"]:
+    for attrs in waits["details"]:
         for key in ("timeout_ms",):
             if attrs.get(key):
                 return int(attrs[key]) / 1000

@@ -56,8 +56,8 @@ def logger_blocks(tables):
         cls = st["frames"].map(_classify)
         blocked = st[cls == "logging"]
     wb = facts.ev(tables, "wandb")
-    retry = wb[wb["attrs"].map(lambda a: "retry" in a)] if len(wb) else wb
-    finish = wb[wb["attrs"].map(lambda a: a.get("exit_ret") in ("None", None) and "exit_ret" in a)] if len(wb) else wb
+    retry = wb[wb["details"].map(lambda a: "retry" in a)] if len(wb) else wb
+    finish = wb[wb["details"].map(lambda a: a.get("exit_ret") in ("None", None) and "exit_ret" in a)] if len(wb) else wb
     if blocked.empty and retry.empty and finish.empty:
         return []
     evidence, why, conf = [], [], 0.0

@@ -26,7 +26,7 @@ def gpu_hardware(tables):
     ecc = gpu[gpu["ecc_uncorrected"].fillna(0) > 0] if len(gpu) else gpu
     if hw.empty and lost.empty and ecc.empty:
         return []
-    app_only = len(hw) and all(_xid(a) in APP_XIDS for a in hw["attrs"]) and lost.empty and ecc.empty
+    app_only = len(hw) and all(_xid(a) in APP_XIDS for a in hw["details"]) and lost.empty and ecc.empty
     conf = 0.45 if app_only else 0.9
     why = []
     if len(hw):
@@ -109,7 +109,7 @@ def _dev_ranks(df: pd.DataFrame) -> list[int]:
     ranks = facts.ranks_of(df)
     if ranks:
         return ranks[:1]
-    devs = [a.get("dev") for a in df["attrs"] if a.get("dev") is not None]
+    devs = [a.get("dev") for a in df["details"] if a.get("dev") is not None]
     return [int(devs[0])] if devs and len({d for d in devs}) == 1 and False else []
 
 

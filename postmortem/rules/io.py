@@ -28,7 +28,7 @@ def checkpoint_corrupt(tables):
         return []
     saves, loads = facts.ev(tables, "checkpoint_save"), facts.ev(tables, "checkpoint_load")
     why, conf = [], 0.8
-    writer_fail = bad[bad["attrs"].map(lambda a: "writer" in a)] if len(bad) else bad
+    writer_fail = bad[bad["details"].map(lambda a: "writer" in a)] if len(bad) else bad
     shell_full = enospc[~enospc["message"].str.contains("NCCL WARN|posix_fallocate|/dev/shm", regex=True)]
     if len(save_tb) or len(writer_fail) or (len(shell_full) and len(bad)):
         why.append("a save ran out of disk space (ENOSPC), leaving a partial file that a later load failed to read")
@@ -37,7 +37,7 @@ def checkpoint_corrupt(tables):
     if race:
         why.append(race)
         conf = 0.92
-    writers = saves.groupby(saves["attrs"].map(lambda a: a.get("path")))["rank"].nunique() if len(saves) else pd.Series(dtype=int)
+    writers = saves.groupby(saves["details"].map(lambda a: a.get("path")))["rank"].nunique() if len(saves) else pd.Series(dtype=int)
     multi = [p for p, n in writers.items() if p and n > 1]
     if multi:
         why.append(f"{int(writers[multi[0]])} ranks saved the same path {multi[0]} (concurrent writers)")
@@ -68,10 +68,10 @@ def _read_during_write(saves: pd.DataFrame, loads: pd.DataFrame) -> str | None:
     if saves.empty or loads.empty:
         return None
     for _, s in saves.iterrows():
-        path = s["attrs"].get("path")
+        path = s["details"].get("path")
         if not path:
             continue
-        same = loads[loads["attrs"].map(lambda a: a.get("path") == path) & (loads["rank"] != s["rank"])]
+        same = loads[loads["details"].map(lambda a: a.get("path") == path) & (loads["rank"] != s["rank"])]
         if len(same):
             r = same.iloc[0]
             return (f"rank {r['rank']} loaded {path} while rank {s['rank']} was saving it (read during write)")

@@ -14,7 +14,7 @@ def _python_ooms(tables) -> pd.DataFrame:
     oom = facts.ev(tables, "oom")
     if oom.empty:
         return oom
-    return oom[[any(g in a for g in ALLOCATOR_GROUPS) for a in oom["attrs"]]]
+    return oom[[any(g in a for g in ALLOCATOR_GROUPS) for a in oom["details"]]]
 
 
 def _tb_for(tables, row) -> pd.Series | None:
@@ -52,7 +52,7 @@ def gpu_oom(tables):
     step = steps.get(culprit[0]) if culprit else (max(steps.values()) if steps else None)
     detail = facts.ev(tables, "oom_detail")
     detail = detail[(detail["source"] == first["source"]) & (abs(detail["line"] - first["line"]) <= 2)]
-    guess = infer_phase(tables, first, tb_row, step, detail.iloc[0]["attrs"] if len(detail) else None)
+    guess = infer_phase(tables, first, tb_row, step, detail.iloc[0]["details"] if len(detail) else None)
     conf = 0.55 + 0.4 * guess.strength if guess.phase != "unknown" else 0.5
     oom_ranks = facts.ranks_of(ooms)
     evidence = [Evidence(first["source"], int(first["line"]), culprit[0] if culprit else None,
@@ -60,7 +60,7 @@ def gpu_oom(tables):
     if tb_row is not None:
         evidence.append(facts.tb_evidence(tb_row))
     cfg = facts.ev(tables, "config")
-    evidence += facts.evidence_from(cfg[cfg["attrs"].map(lambda a: any(w in a.get("key", "") for w in ("batch", "period", "every")))], 3)
+    evidence += facts.evidence_from(cfg[cfg["details"].map(lambda a: any(w in a.get("key", "") for w in ("batch", "period", "every")))], 3)
     why = "; ".join(guess.signals) if guess.signals else "no signal places it in a phase"
     phase_txt = {"train": "during a training step", "eval": "during evaluation/validation",
                  "sample": "during sampling/generation", "checkpoint": "while saving a checkpoint",
@@ -96,7 +96,7 @@ def host_oom(tables):
     shell = facts.ev(tables, "killed")
     mem = facts.ev(tables, "host_mem")
     sigkill = facts.ev(tables, ("torchrun_failure", "exit"))
-    sigkill = sigkill[sigkill["attrs"].map(lambda a: str(a.get("exitcode", a.get("code", ""))) == "-9"
+    sigkill = sigkill[sigkill["details"].map(lambda a: str(a.get("exitcode", a.get("code", ""))) == "-9"
                                            or a.get("signal") == "SIGKILL")]
     evidence, conf, culprit = [], 0.0, []
     if len(kills):
@@ -105,7 +105,7 @@ def host_oom(tables):
         try:  # the kernel names a pid; torchrun's exit lines name the rank that pid was
             from postmortem.joins import join_killed_pids
             killed = join_killed_pids(tables)
-            pids = {int(p) for p in kills["pid"].dropna()} | {int(a["pid"]) for a in kills["attrs"]
+            pids = {int(p) for p in kills["pid"].dropna()} | {int(a["pid"]) for a in kills["details"]
                                                               if str(a.get("pid", "")).isdigit()}
             culprit = sorted({rank for pid, rank in killed.items() if pid in pids})
         except Exception:
@@ -153,13 +153,13 @@ def _ram_growth(mem: pd.DataFrame):
     """Steady growth of used host RAM across snapshots: (sentence, evidence) or None."""
     if len(mem) < 3:
         return None
-    used = [a.get("used_kb") for a in mem["attrs"]]
+    used = [a.get("used_kb") for a in mem["details"]]
     used = [u for u in used if isinstance(u, (int, float))]
     if len(used) < 3:
         return None
     rises = sum(1 for a, b in zip(used, used[1:]) if b > a)
     if rises >= 0.8 * (len(used) - 1) and used[-1] > 1.5 * used[0]:
-        total = mem.iloc[-1]["attrs"].get("total_kb")
+        total = mem.iloc[-1]["details"].get("total_kb")
         share = f" ({used[-1] / total:.0%} of {total / 1024 ** 2:.0f} GiB)" if total else ""
         return (f"used host RAM grew in {rises} of {len(used) - 1} snapshots, {used[0] / 1024 ** 2:.1f} -> "
                 f"{used[-1] / 1024 ** 2:.1f} GiB{share}", facts.evidence_from(mem.iloc[[0, -1]], 2))
@@ -179,8 +179,8 @@ def dataloader_failure(tables):
     if dl.empty:
         return []
     dl = dl.assign(_k=[facts.order_key(r) for _, r in dl.iterrows()]).sort_values("_k")
-    shm = dl[dl["attrs"].map(lambda a: "shm" in a or a.get("what") == "bus error" or "Bus" in str(a.get("signal", "")))]
-    killed = dl[dl["attrs"].map(lambda a: str(a.get("signal", "")).startswith("Killed"))]
+    shm = dl[dl["details"].map(lambda a: "shm" in a or a.get("what") == "bus error" or "Bus" in str(a.get("signal", "")))]
+    killed = dl[dl["details"].map(lambda a: str(a.get("signal", "")).startswith("Killed"))]
     first = dl.iloc[0]
     culprit = facts.ranks_of(dl)[:1]
     kills = facts.ev(tables, ("host_oom", "kernel_oom_kill"))
@@ -229,12 +229,12 @@ def death_at_periodic_step(tables):
     if len(tb[tb["exc_type"] != "<truncated>"]):
         return []
     deaths = facts.ev(tables, ("torchrun_failure", "exit", "killed"))
-    deaths = deaths[deaths["attrs"].map(lambda a: str(a.get("exitcode", a.get("code", "1"))) not in ("0", "-15"))]
+    deaths = deaths[deaths["details"].map(lambda a: str(a.get("exitcode", a.get("code", "1"))) not in ("0", "-15"))]
     if deaths.empty:
         return []
     cfg = config_values(tables)
     steps = list(facts.last_step_per_rank(tables).values())
-    for attrs in facts.ev(tables, "checkpoint_save")["attrs"]:
+    for attrs in facts.ev(tables, "checkpoint_save")["details"]:
         m = CKPT_STEP.search(str(attrs.get("path", "")))
         if m:
             steps.append(int(m.group(1)))
@@ -243,7 +243,7 @@ def death_at_periodic_step(tables):
     bphase, why_batch = batch_ratio(cfg)
     if not phase or phase not in ("sample", "eval") or bphase != phase:
         return []
-    culprit = facts.ranks_of(deaths[deaths["attrs"].map(lambda a: bool(a.get("root", True)))])[:1]
+    culprit = facts.ranks_of(deaths[deaths["details"].map(lambda a: bool(a.get("root", True)))])[:1]
     return [Finding(rule="death-at-periodic-step", category="gpu_oom", phase=phase, confidence=0.45,
                     severity="error", title=f"Likely out of memory in the {phase} pass at step {step}",
                     explanation=(f"No error message survived, but the job died at step {step}: {why_period}, and "

@@ -48,7 +48,7 @@ def config_values(tables) -> dict[str, float]:
     """Config echoes (key -> last value seen)."""
     cfg = facts.ev(tables, "config")
     out: dict[str, float] = {}
-    for attrs in cfg["attrs"]:
+    for attrs in cfg["details"]:
         if "key" in attrs and "value" in attrs:
             out[attrs["key"]] = attrs["value"]
     return out
