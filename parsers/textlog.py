@@ -9,6 +9,7 @@ import regex
 from parsers import formats as fmts
 from parsers import prefilter
 from parsers.base import ParseResult, register
+from parsers import learned_prefix
 from parsers.prefixes import strip_prefixes
 from parsers.steps import parse_step
 from postmortem import textio
@@ -127,6 +128,7 @@ class _Scheme:
     """File-level prefix schemes that are too ambiguous to accept per line (srun labels, pdsh host prefixes)."""
 
     def __init__(self, head_lines: list[str]):
+        head_lines_all = head_lines
         n = max(1, len(head_lines))
         # both prefixes end in ": " within the first few dozen characters: test that before any regex
         head_lines = [ln for ln in head_lines if 0 < ln.find(": ", 0, 80)]
@@ -138,9 +140,16 @@ class _Scheme:
             if m and not m.group("host").endswith(("Error", "Warning", "Exception")):
                 hosts[m.group("host")] = hosts.get(m.group("host"), 0) + 1
         self.hosts = {h for h, c in hosts.items() if c >= max(2, n // 10)}
+        self.learned = _learned_prefix(head_lines_all)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.srun or self.hosts or self.learned)
 
     def strip(self, line: str) -> tuple[str, dict]:
         info: dict = {}
+        if self.learned is not None:
+            line, info = self.learned.strip(line)
         if self.hosts:
             m = HOST_PREFIX_RE.match(line)
             if m and m.group("host") in self.hosts:
@@ -152,6 +161,20 @@ class _Scheme:
                 info["rank"] = int(m.group("rank"))
                 line = line[m.end():]
         return line, info
+
+
+def _learned_prefix(head_lines: list[str]):
+    """A collector prefix learned from the file's first lines, kept only where the fixed prefix list would not
+    already strip as much (those prefixes also read levels and full timestamps)."""
+    learned = learned_prefix.learn(head_lines[:SCHEME_SAMPLE])
+    if learned is None:
+        return None
+    gain = 0
+    for ln in head_lines[:50]:
+        rest, _ = learned.strip(ln)
+        known, _ = strip_prefixes(ln)
+        gain += len(known) - len(rest)
+    return learned if gain > 0 else None
 
 
 class _TracebackCollector:
@@ -347,7 +370,7 @@ def parse_textlog(source: Source) -> ParseResult:
         for seg in segments:
             if not seg or seg.isspace():
                 continue
-            line, sinfo = scheme.strip(seg) if (scheme.srun or scheme.hosts) else (seg, {})
+            line, sinfo = scheme.strip(seg) if scheme.active else (seg, {})
             message, info = strip_prefixes(line)
             if sinfo:
                 info = {**sinfo, **info}
