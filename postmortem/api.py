@@ -31,6 +31,11 @@ class Analysis:
     evidence_gaps: list[dict] = field(default_factory=list)
 
     @property
+    def ranks(self):
+        """Where every rank was when the job stopped: one row per rank (columns in postmortem.rank_state)."""
+        return self.tables.frames.get("ranks")
+
+    @property
     def world_size(self):
         return self.tables.meta.get("world_size")
 
@@ -135,7 +140,9 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
     from postmortem import tables as tables_mod
     from postmortem import verdict as verdict_mod
     from postmortem.rules import all_rules, load_plugins, run_rules
+    from postmortem.rank_state import rank_state
     tables = tables_mod.build(sources, results)
+    tables.frames["ranks"] = rank_state(tables)  # stage 4: where every rank was when the job stopped
     del results  # the tables hold what is needed; the parsed rows can go before the rules run
     if plugin_paths:
         load_plugins(plugin_paths, entry_points=False)
