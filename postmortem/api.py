@@ -137,6 +137,7 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
     results = parse_all(sources, jobs=jobs, engine=engine, scheduler=scheduler, quiet=quiet, preload=preload)
     preload.join()
     from postmortem import gaps as gaps_mod
+    from postmortem import signals as signals_mod
     from postmortem import tables as tables_mod
     from postmortem import verdict as verdict_mod
     from postmortem.rules import all_rules, load_plugins, run_rules
@@ -152,7 +153,8 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
         selected = [r for r in selected if r.id in wanted]
     findings = run_rules(tables, selected)
     has_inputs = any(not s.problem for s in sources)
-    signals = _failure_signals(tables)
+    signals = signals_mod.collect(tables)
+    tables.meta["signals"] = signals
     verdict, findings = verdict_mod.decide(findings, has_inputs, signals)
     gaps = gaps_mod.evidence_gaps(tables, verdict) if verdict else []
     return Analysis(input=path, sources=sources, tables=tables, findings=findings, verdict=verdict,
@@ -186,13 +188,3 @@ class _Preload:
     def join(self) -> None:
         if self._thread is not None:
             self._thread.join()
-
-
-def _failure_signals(tables) -> bool:
-    ev = tables.events
-    if len(tables.tracebacks):
-        return True
-    if len(ev) and (ev["level"].isin(["E", "F"]) | ev["kind"].isin(["oom", "host_oom", "killed"])).any():
-        return True
-    exits = ev[ev["kind"] == "exit"] if len(ev) else ev
-    return any(str(a.get("code", a.get("code2", a.get("code3", "1")))) not in ("0", "None") for a in exits["details"])
