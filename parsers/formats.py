@@ -17,7 +17,7 @@ FORMAT_DEFS: list[dict] = [
     # ---- collectives: watchdog, desync, mismatch (FORMATS.md §2.3-2.5b)
     {"name": "watchdog-timeout", "kind": "watchdog_timeout", "level": "error",
      "triggers": ["Watchdog caught"],
-     "pattern": r"Watchdog caught collective operation timeout: Work\w*\((?P<work>(?:[^()]|\([^()]*\))*)\) ran for (?P<elapsed_ms>\d+) milliseconds",
+     "pattern": r"Watchdog caught collective operation timeout(?::\s*Work\w*\((?P<work>(?:[^()]|\([^()]*\))*)\) ran for (?P<elapsed_ms>\d+) milliseconds)?",
      "samples": [("[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800328 milliseconds before timing out.",
                   {"elapsed_ms": "1800328"})]},
     {"name": "watchdog-status-old", "kind": "watchdog_status", "level": "error",

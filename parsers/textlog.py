@@ -29,10 +29,11 @@ MSG_RANK_RES = [
     regex.compile(r"(?:^|[\s(])rank[=:](?P<r>\d+)\b"),
     regex.compile(r"^\[(?P<r>\d+)\] is setting up NCCL communicator"),
     regex.compile(r"^Rank (?P<r>\d+)/\d+\b"),
+    regex.compile(r"^(?:[^:\[,]{0,16},\s*)?[Rr]ank[ =:#]?(?P<r>\d+)\s*[,:/]"),  # `Epoch 9, Rank 7, world_size 8: ...`
 ]
 # A literal that every match of the MSG_RANK_RES pattern at the same position contains (None: no other than the
 # "ank"/"ANK" of Rank, RANK, rank, which all but the 5th need).
-_MSG_RANK_NEEDS = [None, "Rank ", "GLOBAL_RANK: ", "rank", " is setting up NCCL communicator", "Rank "]
+_MSG_RANK_NEEDS = [None, "Rank ", "GLOBAL_RANK: ", "rank", " is setting up NCCL communicator", "Rank ", "ank"]
 NCCL_LINE_RE = regex.compile(
     r"^(?:\[(?P<ts>[^\]]+)\] )?(?P<host>[^:\s\[]+):(?P<pid>\d+):(?P<tid>\d+) (?:\[(?P<dev>\d+)\] )?"
     r"(?:[\d.]+ \w+:\d+ )?(?:(?P<file>[\w./-]+):(?P<srcline>\d+) (?:\((?P<func>[^)]*)\) )?)?NCCL (?P<level>INFO|WARN|TRACE|CALL) (?P<msg>.*)$")
@@ -80,7 +81,7 @@ LINE_TRIGGERS_NOCASE = ["batch", "period", "every", "interval", "_steps", "_freq
 # Lines after these are handed over whatever they contain (traceback source lines, torchrun summary fields).
 WINDOW_TRIGGERS = {'File "': 2, "Traceback (most recent call last)": 2, "Root Cause (first observed failure)": 12,
                    "Failures:": 200}
-STEP_TRIGGERS = ["{'"]
+STEP_TRIGGERS = ["{'", "Epoch(", "Iter(", "━", "[=", "/s]"]
 STEP_TRIGGERS_NOCASE = ["step", "iter", "batch"]
 WEAK_STEP_TRIGGERS_NOCASE = ["it"]  # GENERIC_STEP_RE's bare `it 12`: read in small files only
 

@@ -91,6 +91,8 @@ def traceback_stacks(stacks: pd.DataFrame, tracebacks: pd.DataFrame) -> pd.DataF
         where = _WHERE_EXC.search(str(tb.exc_type)) or _WHERE_MSG.search(str(tb.exc_message)[:300])
         if not where and stacks_mod.classify_frames(frames) != "collective_wait":
             continue  # an ordinary exception outside a collective is an error, not a picture of a hang
+        if tb.exc_type == "<truncated>" and stacks_mod.classify_frames(frames) in ("unknown", "idle"):
+            continue  # an excerpt cut off before the frame that blocked says nothing about where the rank was
         unit = tb.rank if pd.notna(tb.rank) else tb.source
         if unit in dumped:
             continue
