@@ -164,6 +164,19 @@ class _Scheme:
         return line, info
 
 
+WAIT_EVENT_KINDS = ("watchdog_timeout", "collective_timeout", "store_error")
+
+
+def _before_wait(result: ParseResult, source: Source, plain: tuple) -> None:
+    """The last ordinary line before the file's first collective timeout: often the work a rank announced before
+    the others started waiting for it ('Clustering 111M points...', 'Saving checkpoint...')."""
+    lineno, message, rank, ctx = plain
+    result.add("events", {"source": source.source, "line": lineno, "rank": rank, "host": ctx["host"],
+                          "ts": ctx["ts"], "kind": "before_wait", "message": message[:300],
+                          "template": "line before the first timeout", "details": {"format": "before-wait"},
+                          "level": "I", "pid": None})
+
+
 def _learned_prefix(head_lines: list[str]):
     """A collector prefix learned from the file's first lines, kept only where the fixed prefix list would not
     already strip as much (those prefixes also read levels and full timestamps)."""
@@ -364,6 +377,7 @@ def parse_textlog(source: Source) -> ParseResult:
     # Stack dumps list frames, not log lines: `save_checkpoint (x.py:3)` is no save, a command line is no config
     # echo, and `File "..."` frames are not a raised exception. Only failure lines (py-spy's own errors) count.
     dump = source.kind in ("pyspy", "stack_dump")
+    plain, waited = None, False
     for lineno, raw, steps_only in items:
         segments = raw.split("\r") if "\r" in raw else [raw]
         if ".cpp:" in raw or "Traceback (" in raw:
@@ -401,9 +415,17 @@ def parse_textlog(source: Source) -> ParseResult:
                     _nccl_row(result, source, lineno, nm, ctx, hostpid_rank)
                     if nm.group("level") != "WARN":
                         continue
-            for fmt, m in fmts.match_line(message):
+            hits = fmts.match_line(message)
+            if (not hits and not dump and len(message) < 400 and message[:1] not in " \t" and message.strip()
+                    and "Warning" not in message and "warn(" not in message):
+                plain = (lineno, message, rank, ctx)  # what the job printed last before anything happened
+            for fmt, m in hits:
                 if dump and fmt.level != "error":
                     continue
+                if fmt.kind in WAIT_EVENT_KINDS and not waited:
+                    waited = True
+                    if plain is not None and plain[0] < lineno:
+                        _before_wait(result, source, plain)
                 n = per_kind.get(fmt.kind, 0)
                 if n >= MAX_EVENTS_PER_KIND:
                     dropped[fmt.kind] = dropped.get(fmt.kind, 0) + 1
@@ -435,6 +457,8 @@ def parse_textlog(source: Source) -> ParseResult:
                                                     "value": float(cm.group("value")), "format": "config-echo"}})
             st = parse_step(message)
             if st:
+                if plain is not None and plain[0] == lineno and st.get("phase") == "train":
+                    plain = None  # training progress is not an announcement of other work
                 st.update({"source": source.source, "line": lineno, "rank": rank, "host": ctx["host"],
                            "ts": ctx["ts"]})
                 steps.add(st)

@@ -214,7 +214,7 @@ def rank_state(tables) -> pd.DataFrame:
         out[col] = out[col].astype("Int64")
     for col in ("last_step_ts", "last_ts", "first_error_ts"):
         out[col] = pd.to_datetime(out[col], utc=True)
-    out["waiting"] = out["waiting"].fillna(False).astype(bool)
+    out["waiting"] = out["waiting"].map(lambda v: v is True)
     return out
 
 
