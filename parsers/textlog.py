@@ -167,6 +167,12 @@ class _Scheme:
 WAIT_EVENT_KINDS = ("watchdog_timeout", "collective_timeout", "store_error")
 
 
+def _plain_line(message: str) -> bool:
+    """An ordinary line a job prints about its work (not code, a frame, a warning or a blank)."""
+    return (0 < len(message) < 400 and not message.startswith(("    ", "\t")) and not message.isspace()
+            and "Warning" not in message and "warn(" not in message)
+
+
 def _before_wait(result: ParseResult, source: Source, plain: tuple) -> None:
     """The last ordinary line before the file's first collective timeout: often the work a rank announced before
     the others started waiting for it ('Clustering 111M points...', 'Saving checkpoint...')."""
@@ -399,6 +405,8 @@ def parse_textlog(source: Source) -> ParseResult:
             ctx = {"rank": rank, "host": info.get("host") or source.host, "ts": _ts(info.get("ts"))}
             if steps_only:  # a sampled progress/step line from the prefilter: nothing but its step row
                 st = parse_step(message)
+                if not st and not dump and _plain_line(message):
+                    plain = (lineno, message, rank, ctx)
                 if st:
                     st.update({"source": source.source, "line": lineno, "rank": rank, "host": ctx["host"],
                                "ts": ctx["ts"]})
@@ -416,8 +424,7 @@ def parse_textlog(source: Source) -> ParseResult:
                     if nm.group("level") != "WARN":
                         continue
             hits = fmts.match_line(message)
-            if (not hits and not dump and len(message) < 400 and message[:1] not in " \t" and message.strip()
-                    and "Warning" not in message and "warn(" not in message):
+            if not hits and not dump and _plain_line(message):
                 plain = (lineno, message, rank, ctx)  # what the job printed last before anything happened
             for fmt, m in hits:
                 if dump and fmt.level != "error":
