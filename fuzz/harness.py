@@ -321,17 +321,8 @@ def exercise(inp: FuzzInput, workdir: str, pipeline: bool = False, html: bool = 
 
 def _pipeline(sources: list, results: list, workdir: str, html: bool) -> None:
     """tables.build -> rules -> verdict -> gaps -> JSON/text (and HTML) of one fuzzed input."""
-    from postmortem import gaps as gaps_mod
-    from postmortem import tables as tables_mod
-    from postmortem import verdict as verdict_mod
-    from postmortem.api import Analysis, _failure_signals
-    from postmortem.rules import all_rules, run_rules
-    tables = tables_mod.build(sources, results)
-    findings = run_rules(tables, all_rules())
-    verdict, findings = verdict_mod.decide(findings, any(not s.problem for s in sources), _failure_signals(tables))
-    gaps = gaps_mod.evidence_gaps(tables, verdict) if verdict else []
-    a = Analysis(input=workdir, sources=sources, tables=tables, findings=findings, verdict=verdict,
-                 evidence_gaps=gaps)
+    from postmortem.api import conclude
+    a = conclude(workdir, sources, results)
     import json
     json.loads(a.to_json())
     a.to_text()

@@ -388,6 +388,7 @@ def parse_textlog(source: Source) -> ParseResult:
         segments = raw.split("\r") if "\r" in raw else [raw]
         if ".cpp:" in raw or "Traceback (" in raw:
             segments = [piece for seg in segments for piece in GLUE_SPLIT_RE.split(seg)]
+        carry: dict = {}
         for seg in segments:
             if not seg or seg.isspace():
                 continue
@@ -395,6 +396,12 @@ def parse_textlog(source: Source) -> ParseResult:
             message, info = strip_prefixes(line)
             if sinfo:
                 info = {**sinfo, **info}
+            if carry:
+                info = {**carry, **info}
+                carry = {}
+            if (not message or message.isspace()) and info:
+                carry = info  # a segment that was only prefixes (`[time] ` before a glued event): they are the next's
+                continue
             rank = info.get("rank")
             if rank is None and info.get("local_rank") is not None:
                 rank = info["local_rank"]

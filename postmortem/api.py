@@ -136,17 +136,23 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
     preload = _Preload()
     results = parse_all(sources, jobs=jobs, engine=engine, scheduler=scheduler, quiet=quiet, preload=preload)
     preload.join()
+    if plugin_paths:
+        from postmortem.rules import load_plugins
+        load_plugins(plugin_paths, entry_points=False)
+    return conclude(path, sources, results, rules=rules)
+
+
+def conclude(path: str, sources: list, results: list, rules: list[str] | None = None) -> Analysis:
+    """The stages after parsing: tables -> rank state -> rules -> failure signals -> verdict -> evidence gaps."""
     from postmortem import gaps as gaps_mod
     from postmortem import signals as signals_mod
     from postmortem import tables as tables_mod
     from postmortem import verdict as verdict_mod
-    from postmortem.rules import all_rules, load_plugins, run_rules
     from postmortem.rank_state import rank_state
+    from postmortem.rules import all_rules, run_rules
     tables = tables_mod.build(sources, results)
     tables.frames["ranks"] = rank_state(tables)  # stage 4: where every rank was when the job stopped
     del results  # the tables hold what is needed; the parsed rows can go before the rules run
-    if plugin_paths:
-        load_plugins(plugin_paths, entry_points=False)
     selected = all_rules()
     if rules:
         wanted = set(rules)

@@ -47,10 +47,11 @@ def _ts(v):
         return None
     try:
         t = pd.Timestamp(v)
-    except (ValueError, TypeError):
+        if t.tzinfo is None:
+            t = t.tz_localize("UTC")
+        t.timestamp()
+    except (ValueError, TypeError, OverflowError):  # hostile or out-of-range stamps are no time
         return None
-    if t.tzinfo is None:
-        t = t.tz_localize("UTC")
     return t
 
 
@@ -139,7 +140,7 @@ def rank_state(tables) -> pd.DataFrame:
             acts.append((int(rec.rank), rec.source, rec.line, rec.ts, _EVENT_ACTIVITY[rec.kind]))
     best: dict[int, tuple] = {}
     for r, source, line, ts, act in acts:
-        key = (0, _ts(ts).value) if _ts(ts) is not None else (1, str(source), int(line) if pd.notna(line) else 0)
+        key = (0, _ts(ts).timestamp()) if _ts(ts) is not None else (1, str(source), int(line) if pd.notna(line) else 0)
         if r not in best or key > best[r][0]:
             best[r] = (key, act, _at(source, line))
     for r, (_, act, at) in best.items():
@@ -194,7 +195,7 @@ def rank_state(tables) -> pd.DataFrame:
     first: dict[int, tuple] = {}
     for r, source, line, ts, text in errs:
         t = _ts(ts)
-        key = (0, t.value) if t is not None else (1, str(source), int(line) if pd.notna(line) else 0)
+        key = (0, t.timestamp()) if t is not None else (1, str(source), int(line) if pd.notna(line) else 0)
         if r not in first or key < first[r][0]:
             first[r] = (key, text, t, _at(source, line))
     for r, (_, text, t, at) in first.items():

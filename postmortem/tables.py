@@ -76,6 +76,7 @@ def build(sources: list[Source], results: list) -> Tables:
 _WHERE_EXC = re.compile(r"KeyboardInterrupt|SignalException|SystemExit|<truncated>|Timeout|DistBackendError|"
                         r"DistStoreError|ChildFailedError")
 _WHERE_MSG = re.compile(r"(?i)timed? ?out|got signal|SIGTERM|SIGINT|Terminated")
+_TIMEOUT_MSG = re.compile(r"(?i)timed? ?out|timeout")
 
 
 def traceback_stacks(stacks: pd.DataFrame, tracebacks: pd.DataFrame) -> pd.DataFrame:
@@ -96,6 +97,11 @@ def traceback_stacks(stacks: pd.DataFrame, tracebacks: pd.DataFrame) -> pd.DataF
         unit = tb.rank if pd.notna(tb.rank) else tb.source
         if unit in dumped:
             continue
+        if _TIMEOUT_MSG.search(str(tb.exc_message)[:300]) and stacks_mod.classify_frames(frames) != "collective_wait":
+            # A collective that timed out raised inside C++ (DDP's gradient all-reduce in backward, a gloo wait):
+            # the exception itself says where the rank was, so the stack says it too.
+            frames = [{"func": "c10d::Work::wait", "file": "(collective timeout raised here)", "line": None,
+                       "native": True}] + list(frames)
         outer = str(frames[-1].get("func", ""))
         rows.append({"source": tb.source, "line": tb.line, "rank": tb.rank, "host": tb.host, "ts": tb.ts,
                      "pid": None, "thread": None, "thread_name": "MainThread" if outer == "<module>" else None,
