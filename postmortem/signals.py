@@ -75,19 +75,34 @@ def collect(tables) -> Signals:
     return out
 
 
+def stopped_short(tables) -> pd.Series | None:
+    """The last row of a training progress bar that stopped well short of its total, when no end-of-training
+    marker says training was over (a run cut off by a crash whose message is lost), else None."""
+    st = tables.steps
+    st = st[st["step"].notna() & (st["phase"] == "train")] if len(st) else st
+    if st.empty:
+        return None
+    ev = tables.events
+    if len(ev) and (ev["kind"] == "end_marker").any():
+        return None
+    last = st.sort_values(["source", "line"]).groupby(["source", "desc"], dropna=False).tail(1)
+    for _, row in last.iterrows():
+        total = row["total"]
+        if pd.notna(total) and total > 0 and row["step"] < SHORT_STOP * total:
+            return row
+    return None
+
+
 def _progress_signals(tables, out: Signals) -> None:
     """Ranks that stopped at different final steps (a failure when ranks also wait); a bar that stopped short."""
     st = tables.steps
     st = st[st["step"].notna() & (st["phase"] == "train")] if len(st) else st
     if st.empty:
         return
-    last = st.sort_values(["source", "line"]).groupby(["source", "desc"], dropna=False).tail(1)
-    for _, row in last.iterrows():
-        total = row["total"]
-        if pd.notna(total) and total > 0 and row["step"] < SHORT_STOP * total:
-            out.weak.append(("progress stopped short of its total",
-                             _ev(row, f"{row['desc'] or 'progress'} {int(row['step'])}/{int(total)}")))
-            break
+    row = stopped_short(tables)
+    if row is not None:
+        out.weak.append(("progress stopped short of its total",
+                         _ev(row, f"{row['desc'] or 'progress'} {int(row['step'])}/{int(row['total'])}")))
     ranked = st[st["rank"].notna()]
     if ranked["rank"].nunique() >= 2:
         per = ranked.groupby("rank")["step"].max()

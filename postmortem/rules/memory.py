@@ -223,6 +223,7 @@ CKPT_STEP = __import__("re").compile(r"checkpoint[-_](\d+)")
       false_positives=("A death at that step for another reason (host OOM, node failure) whose logs were also lost.",))
 def death_at_periodic_step(tables):
     from postmortem.rules.phase import batch_ratio, config_values, phase_from_periods
+    from postmortem.signals import stopped_short
     if len(_python_ooms(tables)):
         return []
     tb = facts.root_tracebacks(tables)
@@ -230,7 +231,8 @@ def death_at_periodic_step(tables):
         return []
     deaths = facts.ev(tables, ("torchrun_failure", "exit", "killed"))
     deaths = deaths[deaths["details"].map(lambda a: str(a.get("exitcode", a.get("code", "1"))) not in ("0", "-15"))]
-    if deaths.empty:
+    short = stopped_short(tables)
+    if deaths.empty and short is None:
         return []
     cfg = config_values(tables)
     steps = list(facts.last_step_per_rank(tables).values())
@@ -243,8 +245,14 @@ def death_at_periodic_step(tables):
     bphase, why_batch = batch_ratio(cfg)
     if not phase or phase not in ("sample", "eval") or bphase != phase:
         return []
-    culprit = facts.ranks_of(deaths[deaths["details"].map(lambda a: bool(a.get("root", True)))])[:1]
-    return [Finding(rule="death-at-periodic-step", category="gpu_oom", phase=phase, confidence=0.45,
+    culprit = facts.ranks_of(deaths[deaths["details"].map(lambda a: bool(a.get("root", True)))])[:1] \
+        if len(deaths) else []
+    stop_ev = []
+    if short is not None:
+        stop_ev = [Evidence(short["source"], facts._int(short["line"]), facts._int(short["rank"]),
+                            f"progress stopped at {int(short['step'])}/{int(short['total'])} with no end marker")]
+    return [Finding(rule="death-at-periodic-step", category="gpu_oom", phase=phase,
+                    confidence=0.45 if len(deaths) else 0.4,
                     severity="error", title=f"Likely out of memory in the {phase} pass at step {step}",
                     explanation=(f"No error message survived, but the job died at step {step}: {why_period}, and "
                                  f"{why_batch}. A periodic pass with a larger per-device batch than training is the "
@@ -252,6 +260,6 @@ def death_at_periodic_step(tables):
                                  "observation."),
                     remediation="Lower the per-device batch of the periodic pass (or run it under no_grad with "
                                 "fewer batches) and keep per-rank logs plus nvidia-smi history to confirm.",
-                    culprit_ranks=culprit, step=step, evidence=facts.evidence_from(deaths, 2) +
+                    culprit_ranks=culprit, step=step, evidence=stop_ev + facts.evidence_from(deaths, 2) +
                     facts.evidence_from(facts.ev(tables, "config"), 4), order=(1, float("inf")),
                     explains=("collective_timeout", "unknown"))]
