@@ -134,7 +134,10 @@ def parse_flight_recorder(source: Source) -> ParseResult:
         if not isinstance(entry, dict):
             continue
         pg, desc = _pg_of(entry)
-        st = status.get(pg) if isinstance(status.get(pg), dict) else {}
+        # pg_status is keyed by the group's id; `process_group` names it (equal only for the default group).
+        st = status.get(str(entry.get("pg_id"))) if entry.get("pg_id") is not None else None
+        if not isinstance(st, dict):
+            st = status.get(pg) if isinstance(status.get(pg), dict) else {}
         last_enq = _int(st.get("last_enqueued_collective"))
         last_done = _int(st.get("last_completed_collective"))
         last_started = _int(st.get("last_started_collective"))
@@ -164,6 +167,16 @@ def parse_flight_recorder(source: Source) -> ParseResult:
             if info["pending"] is None or seq < info["pending"]["seq"]:
                 info["pending"] = {"seq": seq, "op": op, "state": state, "frames": _frames(entry.get("frames")),
                                    "ts": ns_to_iso(entry.get("time_created_ns"))}
+    # A group with no entries left in this dump (or a dump with none at all) is a rank that completed everything it
+    # recorded: it still counts, with its status counters.
+    named = {str(e.get("pg_id")) for e in entries if isinstance(e, dict) and e.get("pg_id") is not None}
+    for pg_id, st in status.items():
+        if str(pg_id) in named or str(pg_id) in per_pg or not isinstance(st, dict):
+            continue
+        per_pg[str(pg_id)] = {"desc": None, "count": 0, "pending": None, "backend": None,
+                              "last_enqueued": _int(st.get("last_enqueued_collective")),
+                              "last_completed": _int(st.get("last_completed_collective")),
+                              "last_started": _int(st.get("last_started_collective"))}
     for pg, info in per_pg.items():
         _status_event(result, source, rank, pg, info, configs, version)
     result.meta["flight_recorder"] = {str(rank): {"version": version,

@@ -250,7 +250,10 @@ def _sniff_json(stripped: bytes) -> str | None:
         return None
     if '"collector": "postmortem-collect"' in text:
         return "collect_manifest"
-    if '"entries"' in text and ('"pg_config"' in text or '"version"' in text or '"pg_status"' in text):
+    # A flight-recorder dump by its structure: an `entries` list whose records carry the recorder's own fields.
+    # (Keys may be sorted, so pg_config/pg_status/version can come after megabytes of entries.)
+    if '"entries"' in text and any(k in text for k in ('"pg_config"', '"version"', '"pg_status"',
+                                                        '"collective_seq_id"', '"profiling_name"', '"record_id"')):
         return "flight_recorder"
     if '"message"' in text and ('"extraInfo"' in text or '"errorCode"' in text or '"py_callstack"' in text):
         return "torchrun_error"

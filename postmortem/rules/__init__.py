@@ -10,7 +10,7 @@ from typing import Callable, Iterable
 
 from postmortem.findings import CATEGORIES, SEVERITIES, Finding
 
-BUILTIN_FAMILIES = ("memory", "collectives", "hangs", "io", "numerics", "hardware", "crash", "endstate")
+BUILTIN_FAMILIES = ("memory", "collectives", "hangs", "io", "numerics", "hardware", "crash", "endstate", "flight")
 
 
 @dataclass(frozen=True)
