@@ -92,8 +92,10 @@ def traceback_stacks(stacks: pd.DataFrame, tracebacks: pd.DataFrame) -> pd.DataF
         where = _WHERE_EXC.search(str(tb.exc_type)) or _WHERE_MSG.search(str(tb.exc_message)[:300])
         if not where and stacks_mod.classify_frames(frames) != "collective_wait":
             continue  # an ordinary exception outside a collective is an error, not a picture of a hang
-        if tb.exc_type == "<truncated>" and stacks_mod.classify_frames(frames) in ("unknown", "idle"):
-            continue  # an excerpt cut off before the frame that blocked says nothing about where the rank was
+        if tb.exc_type == "<truncated>" and stacks_mod.classify_frames(frames) not in ("collective_wait", "logging"):
+            # A traceback cut off mid-print shows a hang only where it stops inside a blocking call (a collective,
+            # a logger); elsewhere it is more likely an error whose last line was lost.
+            continue
         unit = tb.rank if pd.notna(tb.rank) else tb.source
         if unit in dumped:
             continue

@@ -289,7 +289,12 @@ def _work_evidence(tables, waits: pd.DataFrame):
         return timed
     st = tables.steps
     work = st[st["phase"].isin(["data", "eval", "sample"])]
+    # Work that was over before the wait is not what the others waited for: a bar that reached its total, or one
+    # followed by training progress in the same file (start-up shard loading, an earlier evaluation).
+    work = work[work["total"].isna() | (work["step"] < work["total"])] if len(work) else work
+    work = work[[not _trained_after(st, src, line) for src, line in zip(work["source"], work["line"])]]
     prep = facts.ev(tables, "data_prep")
+    prep = prep[[not _trained_after(st, src, line) for src, line in zip(prep["source"], prep["line"])]]
     if work.empty and prep.empty:
         return None
     if len(work):
@@ -301,6 +306,14 @@ def _work_evidence(tables, waits: pd.DataFrame):
     p = prep.iloc[-1]
     return (Evidence(p["source"], facts._int(p["line"]), facts._int(p["rank"]), str(p["message"])[:200]),
             "data preparation")
+
+
+def _trained_after(steps: pd.DataFrame, source, line) -> bool:
+    """Training progress follows this line in its file: whatever the line announced had ended."""
+    if steps.empty or line is None or pd.isna(line):
+        return False
+    later = steps[(steps["source"] == source) & (steps["line"] > line) & (steps["phase"] == "train")]
+    return len(later) > 0
 
 
 def _line_before_wait(tables, waits: pd.DataFrame):
