@@ -218,3 +218,34 @@ def test_other_libraries_progress_lines(line, step, total, phase):
 def test_progress_near_misses(line):
     row = parse_step(line)
     assert row is None or row.get("desc") not in ("keras", "Epoch(train)")
+
+
+# ---- 8. a lone rank's stack waits in a collective outside the training step: the paths diverged (hedged)
+
+C10D = SP + "torch/distributed/distributed_c10d.py"
+LONE = {
+    "truncated_save_barrier": _tb("", [("/w/train.py", "<module>"), (SP + "lightning/pytorch/trainer/trainer.py",
+                                                                     "save_checkpoint"),
+                                       (SP + "lightning/pytorch/strategies/ddp.py", "barrier"), (C10D, "barrier")],
+                                  "").rstrip("\n") + "\n",
+    "ctrl_c_metric_gather": _tb("[rank2]: ", [("/w/train.py", "<module>"), ("/w/train.py", "log_metrics"),
+                                              (C10D, "all_gather_object")], "KeyboardInterrupt"),
+    "sigterm_broadcast_in_save": _tb("", [("/w/train.py", "<module>"), ("/w/train.py", "save_model"),
+                                          (C10D, "broadcast_object_list")],
+                                     "torch.distributed.elastic.multiprocessing.api.SignalException: Process 7 got "
+                                     "signal: 15"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LONE))
+def test_lone_rank_waiting_outside_the_step_is_hedged_skew(tmp_path, name):
+    a = _run(tmp_path, {"job.log": LONE[name]})
+    assert a.verdict.category == "barrier_skew", a.verdict
+    assert a.verdict.confidence < 0.6
+
+
+def test_lone_rank_waiting_in_the_step_is_not_skew(tmp_path):
+    text = _tb("", [("/w/train.py", "<module>"), ("/w/train.py", "train_step"), (SP + "torch/_tensor.py", "backward"),
+                    (C10D, "all_reduce")], "KeyboardInterrupt")
+    a = _run(tmp_path, {"job.log": text})
+    assert a.verdict.category != "barrier_skew"

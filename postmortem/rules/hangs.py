@@ -172,6 +172,9 @@ def _single_process(tables) -> list[Finding]:
     if st.empty:
         return []
     cls = st["frames"].map(_classify)
+    lone = _lone_collective_wait(st, cls)
+    if lone:
+        return lone
     data = st[cls == "data_loading"]
     if len(data) and (cls == "collective_wait").sum() == 0:
         row = data.iloc[0]
@@ -186,3 +189,42 @@ def _single_process(tables) -> list[Finding]:
                         evidence=[_stack_ev(row, "data_loading")], order=(1, float("inf")),
                         explains=("collective_timeout", "unknown"))]
     return []
+
+
+# Frames of the training step itself: a collective under these is DDP/FSDP gradient or parameter traffic that every
+# rank runs each step; elsewhere (saving, logging, callbacks, evaluation) a collective sits in code that ranks can
+# skip or reach in a different order.
+_STEP_FRAMES = re.compile(r"(?:^|_)(?:backward|forward|optimizer_step|step|training_step|_run_ddp_forward|"
+                          r"pre_forward|post_backward|reduce_grad|all_reduce_grads|_sync_params)$")
+
+
+def _lone_collective_wait(st: pd.DataFrame, cls: pd.Series) -> list[Finding]:
+    """Only one process's stack is known and it waits in a collective: name where, and what that usually means."""
+    waiting = st[cls == "collective_wait"]
+    if waiting.empty or (cls != "collective_wait").any():
+        return []
+    row = waiting.iloc[0]
+    funcs = [str(f.get("func", "")).rsplit(".", 1)[-1] for f in row["frames"] or []]
+    in_step = any(_STEP_FRAMES.search(fn) for fn in funcs)
+    where = _innermost_user(row["frames"])
+    callers = " <- ".join(fn for fn in funcs[:8] if fn and not fn.startswith("<"))
+    if in_step:
+        return [Finding(rule="odd-rank-out-stack", category="collective_timeout", confidence=0.35, severity="error",
+                        title=f"A rank waits in the training step's collective ({where})",
+                        explanation=f"The only stack shown waits in a collective inside the training step "
+                                    f"({callers}); the rank it waits for is not in the inputs.",
+                        remediation="Dump every rank (py-spy dump on each pid) to see the one that is elsewhere.",
+                        evidence=[_stack_ev(row, "collective_wait")], order=(1, float("inf")),
+                        explains=("unknown",))]
+    return [Finding(rule="odd-rank-out-stack", category="barrier_skew", confidence=0.45, severity="error",
+                    title=f"A rank waits in a collective outside the training step ({where})",
+                    explanation=f"The only stack shown waits in a collective called from outside the training step "
+                                f"({callers}). Collectives in saving, logging, callback or evaluation code are where "
+                                "ranks most often take different paths (a rank-dependent condition, a metric that "
+                                "differs per rank), so the peers never call the same collective. Stacks of the "
+                                "other ranks would confirm it.",
+                    remediation="Make the code path around this collective identical on every rank (sync the values "
+                                "that decide it, e.g. log metrics with sync_dist/all ranks, call save helpers on "
+                                "every rank); dump the other ranks' stacks to see where they are.",
+                    evidence=[_stack_ev(row, "collective_wait")], order=(1, float("inf")),
+                    explains=("collective_timeout", "unknown"))]
