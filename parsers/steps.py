@@ -26,13 +26,15 @@ METRIC_PAIR_RE = regex.compile(r"(?i)\b[a-z][\w/.]*\s*[:=]?\s+-?\d+\.\d+\b|\b[a-
 STEP_FIRST_RE = regex.compile(r"(?i)^\W{0,4}(?:global_step|step|iter(?:ation)?|it|batch)\b")
 # Other libraries' progress lines: tqdm without a total (`35batch [00:03, 10.5batch/s]`), mmengine/mmcv
 # (`Epoch(train) [1][ 50/500]`, `Iter(val) [ 20/100]`), Keras (`50/500 [==>....] - ETA`), rich (`desc ━━━ 45/100`).
+# (no description group: a lazy prefix before the count would be retried from every start of a long line; the
+# description is the text before the match, cut in Python)
 TQDM_NOTOTAL_RE = regex.compile(
-    r"(?:(?P<desc>[^\r|]*?):? +)?(?P<n>\d+)(?P<unit>[A-Za-z]\w*)? \[(?P<elapsed>[\d:]+), *(?P<rate>[\d.]+|\?) *"
+    r"(?<![\w.])(?P<n>\d+)(?P<unit>[A-Za-z]\w*)? \[(?P<elapsed>[\d:]+), *(?P<rate>[\d.]+|\?) *"
     r"(?:\w+/s|s/\w+)(?:, [^\]]*)?\]")
 MM_RE = regex.compile(r"\b(?P<kind>Epoch|Iter)\((?P<mode>train|val|test)\)\s*(?:\[(?P<epoch>\d+)\])?\s*"
                       r"\[\s*(?P<n>\d+)/(?P<total>\d+)\]")
 KERAS_RE = regex.compile(r"^\s*(?P<n>\d+)/(?P<total>\d+) \[[=>.]+\]")
-RICH_RE = regex.compile(r"(?P<desc>[^━\r]*?)\s*━+\s+(?P<n>\d+)/(?P<total>\d+)\b")
+RICH_RE = regex.compile(r"━+\s+(?P<n>\d+)/(?P<total>\d+)\b")
 ELAPSED_MS_RE = regex.compile(r"elapsed time per iteration \(ms\):\s*(?P<ms>[\d.]+)")
 
 _EVAL_WORDS = regex.compile(r"(?i)\b(?:val(?:id(?:ation|ate|ating)?)?|eval(?:uat\w*)?|test(?:ing)?|predict\w*|sanity)\b")
@@ -210,18 +212,24 @@ def _other_progress(message: str) -> dict | None:
             return {"step": int(m.group("n")), "total": int(m.group("total")), "phase": "train", "desc": "keras",
                     "loss": _num(lm.group("loss")) if lm else None}
     if "━" in message:
-        m = RICH_RE.search(message)
+        m = RICH_RE.search(message, message.find("━"))
         if m:
-            desc = (m.group("desc") or "").strip()
+            desc = _desc_before(message, message.find("━"))
             return {"step": int(m.group("n")), "total": int(m.group("total")), "phase": phase_of(desc),
                     "desc": desc[:120]}
     if "/s]" in message or "s/" in message:
         m = TQDM_NOTOTAL_RE.search(message)
         if m and "%|" not in message:
-            desc = (m.group("desc") or "").strip()
+            desc = _desc_before(message, m.start()).rstrip(":").strip()
             row = {"step": int(m.group("n")), "total": None, "phase": phase_of(desc), "desc": desc[:120]}
             epoch = _epoch_of(desc)
             if epoch is not None:
                 row["epoch"] = epoch
             return row
     return None
+
+
+def _desc_before(message: str, end: int) -> str:
+    """A bar's description: the text before its counter, back to the previous redraw (`\\r`) or bar separator."""
+    start = max(message.rfind("\r", 0, end), message.rfind("|", 0, end)) + 1
+    return message[start:end].strip()[-120:]

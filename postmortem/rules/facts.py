@@ -149,3 +149,29 @@ def rank_value(tables, rank: int, column: str):
     if v is None or (not isinstance(v, (list, str)) and pd.isna(v)):
         return None
     return int(v) if column in ("last_step", "last_enqueued", "last_started", "last_completed") else v
+
+
+_STEP_IN_TEXT = re.compile(r"(?i)\b(?:step|iter(?:ation)?|global_step)[ _=:-]?(\d{1,9})\b|checkpoint-(\d{1,9})\b")
+
+
+def step_before(tables, source, line) -> int | None:
+    """The job's step just before a line of a file: its last progress row there, or a step a later phase marker
+    names ('Generating samples at step 2000', 'checkpoint-2000'); None when the file shows none."""
+    if source is None or line is None or pd.isna(line):
+        return None
+    st = tables.steps
+    rows = st[(st["source"] == source) & (st["line"] <= line) & st["step"].notna() & (st["phase"] == "train")] \
+        if len(st) else st
+    best, at = None, -1
+    if len(rows):
+        last = rows.iloc[-1]
+        best, at = int(last["step"]), int(last["line"])
+    ev = tables.events
+    marks = ev[(ev["source"] == source) & (ev["line"] <= line) & (ev["line"] >= at)
+               & ev["kind"].isin(["sample_start", "eval_start", "checkpoint_save"])] if len(ev) else ev
+    for msg in marks["message"]:
+        m = _STEP_IN_TEXT.search(str(msg))
+        if m:
+            v = int(m.group(1) or m.group(2))
+            best = v if best is None else max(best, v)
+    return best

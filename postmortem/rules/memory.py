@@ -50,6 +50,8 @@ def gpu_oom(tables):
         culprit = [int(tb_row["rank"])]
     steps = facts.last_step_per_rank(tables)
     step = steps.get(culprit[0]) if culprit else (max(steps.values()) if steps else None)
+    if step is None:  # the culprit's own steps are unknown: the job's step where its OOM line sits
+        step = facts.step_before(tables, first["source"], first["line"])
     detail = facts.ev(tables, "oom_detail")
     detail = detail[(detail["source"] == first["source"]) & (abs(detail["line"] - first["line"]) <= 2)]
     guess = infer_phase(tables, first, tb_row, step, detail.iloc[0]["details"] if len(detail) else None)
