@@ -228,7 +228,8 @@ def _sniff_json(stripped: bytes) -> str | None:
         return None
     if '"collector": "postmortem-collect"' in text:
         return "collect_manifest"
-    if '"entries"' in text and ('"pg_config"' in text or '"version"' in text or '"pg_status"' in text):
+    if '"entries"' in text and ('"pg_config"' in text or '"version"' in text or '"pg_status"' in text
+                                 or '"collective_seq_id"' in text):
         return "flight_recorder"
     if '"message"' in text and ('"extraInfo"' in text or '"errorCode"' in text or '"py_callstack"' in text):
         return "torchrun_error"

@@ -80,3 +80,29 @@ class Verdict:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+FINDING_COLUMNS = {
+    "rule": "object", "category": "object", "phase": "object", "confidence": "float64", "severity": "object",
+    "title": "object", "culprit_ranks": "object", "affected_ranks": "object", "first_culprit": "Int64",
+    "step": "Int64", "cascade_of": "object", "summary": "object", "explanation": "object",
+    "remediation": "object", "evidence": "object",
+}
+
+
+def findings_frame(findings: list[Finding]):
+    """One row per finding in the given order (the verdict's first), with fixed dtypes even when empty."""
+    import pandas as pd
+
+    from postmortem.sentences import finding_sentence
+    rows = [{**{k: v for k, v in f.to_dict().items() if k in FINDING_COLUMNS},
+             "first_culprit": f.culprit_ranks[0] if f.culprit_ranks else None,
+             "summary": finding_sentence(f)} for f in findings]
+    data = {c: pd.Series([r[c] for r in rows], dtype=object) for c in FINDING_COLUMNS}
+    df = pd.DataFrame(data, columns=list(FINDING_COLUMNS))
+    for col, dtype in FINDING_COLUMNS.items():
+        if dtype == "Int64":
+            df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
+        elif dtype == "float64":
+            df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
+    return df

@@ -157,7 +157,7 @@ def build(analysis) -> RankModel:
     if len(act):
         act = act.assign(x=_x(act, axis))
         act = act[act["x"].notna()].sort_values(["x", "source", "line"], kind="stable")
-    root = analysis.findings[0] if analysis.findings and analysis.verdict is not None \
+    root = analysis.finding_list[0] if analysis.finding_list and analysis.verdict is not None \
         and analysis.verdict.category not in ("no_failure",) else None
     culprits = list(root.culprit_ranks) if root else []
     affected = list(root.affected_ranks) if root else []

@@ -247,9 +247,9 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
     anchors = {} if fragment else {s: f"src-{i}" for i, s in enumerate(tables.sources["source"].astype(str))}
     paths = {s.source: s.path for s in (analysis.sources or [])}
     verdict = _verdict(analysis, t)
-    root = analysis.findings[0] if analysis.findings else None
+    root = analysis.finding_list[0] if analysis.finding_list else None
     evidence, ev_more = _evidence(root, t, paths, anchors, context, max_evidence)
-    findings = [_finding(f, t, anchors) for f in analysis.findings[1:]]
+    findings = [_finding(f, t, anchors) for f in analysis.finding_list[1:]]
     gaps = [GapView(str(g.get("missing", "")), str(g.get("why", "")), str(g.get("how", "")))
             for g in analysis.evidence_gaps]
     gaps_script = "\n".join(f"# {g.missing}\n{g.how}" for g in gaps)
@@ -289,7 +289,7 @@ def _verdict(analysis, t) -> VerdictView:
     v = analysis.verdict
     if v is None:
         return VerdictView(present=False, words=t["no_input"], summary=t["no_input_text"], tone="unknown")
-    root = analysis.findings[0] if analysis.findings else None
+    root = analysis.finding_list[0] if analysis.finding_list else None
     level = "high" if v.confidence >= 0.8 else "moderate" if v.confidence >= 0.5 else "low"
     where = []
     if v.culprit_ranks:

@@ -222,7 +222,7 @@ def test_evidence_context_reads_only_what_it_needs(tmp_path, monkeypatch):
 def test_adjacent_cited_lines_share_one_context_block(tmp_path):
     (tmp_path / "rank3.log").write_text("".join(f"l{i}\n" for i in range(1, 61)))
     job = synthetic(log_dir=str(tmp_path))
-    job.findings[0].evidence = [Evidence("rank3.log", n, r, f"l{n}") for n, r in ((10, 3), (11, 4), (40, 3))]
+    job.finding_list[0].evidence = [Evidence("rank3.log", n, r, f"l{n}") for n, r in ((10, 3), (11, 4), (40, 3))]
     ev = section(render_html(job, generated_at="x"), "evidence")
     assert ev.count('<article class="pm-ev">') == 2
     assert "rank3.log:10, 11</a><span class=\"pm-badge\">rank 3-4</span>" in ev
@@ -231,7 +231,7 @@ def test_adjacent_cited_lines_share_one_context_block(tmp_path):
 
 def test_culprit_without_lines_still_gets_a_lane():
     job = synthetic()
-    job.findings[0].culprit_ranks = [8]
+    job.finding_list[0].culprit_ranks = [8]
     job.tables.meta["world_size"] = 9
     tl = section(render_html(job, generated_at="x"), "timeline")
     first = re.search(r"<tbody>\s*<tr[^>]*>(.*?)</tr>", tl, re.S).group(1)
