@@ -115,6 +115,81 @@ def finding_sentence(f: Finding) -> str:
     return f"Something failed{' on ' + whose if f.culprit_ranks else ''}{step}, but the evidence does not say what."
 
 
+def _zh_ranks(ranks, none: str = "某个 rank") -> str:
+    rs = sorted({int(r) for r in ranks if r is not None})
+    if not rs:
+        return none
+    if len(rs) > 3 and rs == list(range(rs[0], rs[-1] + 1)):
+        return f"rank {rs[0]}-{rs[-1]}"
+    return "rank " + "、".join(map(str, rs))
+
+
+ZH_PHASE = {"train": "训练时", "eval": "评估时", "sample": "采样/生成时", "checkpoint": "保存或加载检查点时",
+            "init": "启动时"}
+
+
+def finding_sentence_zh(f: Finding) -> str:
+    """finding_sentence in Chinese (the HTML report with --lang zh)."""
+    who = _zh_ranks(f.culprit_ranks)
+    others = _zh_ranks(f.affected_ranks, none="其他 rank")
+    hedge = "很可能" if f.confidence < 0.5 else ""
+    step = f"在第 {int(f.step)} 步" if f.step is not None else ""
+    phase = ZH_PHASE.get(f.phase or "", "")
+    cat = f.category
+    if cat == "gpu_oom":
+        tail = "；任务在该步悄然退出，没有留下显存不足的报错" if f.rule == "death-at-periodic-step" else ""
+        return f"{who}{hedge}{step}{phase}GPU 显存不足{tail}。"
+    if cat == "host_oom":
+        return f"主机内存耗尽，内核 OOM killer {hedge}{step}杀死了{who}。"
+    if cat == "dataloader_failure":
+        shm = "（共享内存不足）" if "shared memory" in f.title else ""
+        return f"{who}的一个 DataLoader 工作进程{hedge}{step}退出{shm}，该 rank 随之停止。"
+    if cat == "barrier_skew":
+        if f.rule == "uneven-progress":
+            stop = f"（任务停在第 {int(f.step)} 步）" if f.step is not None else ""
+            return f"{who}{hedge}执行的批次数与{others}不同{stop}，导致某个集合通信一直等不到对端。"
+        if f.rule == "peer-exited-while-waiting":
+            return f"{who}{hedge}{step}提前退出了训练循环，而{others}仍在集合通信中等待它。"
+        return f"{who}{hedge}{step}调用的集合通信与{others}不同，双方无法匹配。"
+    if cat in ("straggler", "logging_blocking"):
+        m = _BUSY_RE.search(f.title) or _STUCK_RE.search(f.title)
+        if cat == "logging_blocking":
+            what = "阻塞在日志记录器中"
+        elif m and f.rule == "odd-rank-out-stack":
+            what = f"卡在 {m.group('what')}"
+        elif m and not m.group("what").startswith("non-collective work"):
+            what = f"忙于 {m.group('what')}"
+        else:
+            what = "忙于集合通信之外的工作"
+        return f"{who}{hedge}{step}{what}，而{others}在集合通信中等待它。"
+    if cat == "checkpoint_corruption":
+        return f"{who}{hedge}{step}加载检查点失败：文件不完整或已损坏（未写完，或在写入时被读取）。"
+    if cat == "nccl_error":
+        return f"{who}上的 NCCL 通信{hedge}{step}失败，任务无法继续。"
+    if cat == "gpu_hardware":
+        return f"{who}的 GPU {hedge}{step}报告了硬件故障。"
+    if cat == "nan_inf":
+        on = f"{who}上的" if f.culprit_ranks else ""
+        return f"{on}损失{hedge}{step}变为 NaN 或 Inf，训练无法恢复。"
+    if cat == "ddp_usage_error":
+        return f"DDP {hedge}{step}报错停止：某次迭代中有参数没有得到梯度（未使用或不匹配的参数）。"
+    if cat == "rank_crash":
+        exc = _exception(f)
+        after = f"，{others}随之停止" if f.affected_ranks else ""
+        return f"{who}{hedge}{step}{phase}因 {exc or '异常'} 崩溃{after}。"
+    if cat == "collective_timeout":
+        where = f"{_zh_ranks(f.affected_ranks)}上的" if f.affected_ranks else ""
+        return f"{where}集合通信{step}超时；日志中看不出原因。"
+    if cat == "no_failure":
+        return "输入中没有故障信号（没有异常、超时、被杀或错误行）。"
+    return f"{'在' + who + '上' if f.culprit_ranks else ''}{step}发生了故障，但证据不足以说明原因。"
+
+
+def sentence(f: Finding, lang: str = "en") -> str:
+    """finding_sentence in the report's language."""
+    return finding_sentence_zh(f) if lang == "zh" else finding_sentence(f)
+
+
 def verdict_sentence(root: Finding) -> str:
     """The verdict's summary for its root finding (Verdict.summary, the JSON `verdict.summary`)."""
     return finding_sentence(root)

@@ -81,7 +81,24 @@ def _x_axis(ax, axis, t) -> None:
         ax.set_xlabel(t["fig_time"])
     else:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel(t["fig_line"])
+        ax.set_xlabel(t["fig_order"] if axis.mode == "order" else t["fig_line"])
+
+
+MIN_TEXT_PT = 10.5   # at 96 dpi and 1:1 in the report, about the size of the report's own small text
+
+
+def _readable(fig: Figure) -> None:
+    """No text in a chart smaller than MIN_TEXT_PT: tick labels, axis labels, legends, annotations (readable at
+    100 % zoom; the PNG is shown at its natural width on a laptop screen)."""
+    for text in fig.findobj(lambda a: hasattr(a, "get_fontsize") and hasattr(a, "set_fontsize")):
+        try:
+            if text.get_fontsize() < MIN_TEXT_PT:
+                text.set_fontsize(MIN_TEXT_PT)
+        except (TypeError, ValueError):
+            continue
+    for ax in fig.axes:
+        for label in (ax.xaxis.label, ax.yaxis.label):
+            label.set_fontsize(max(label.get_fontsize(), MIN_TEXT_PT + 1))
 
 
 def _pad(ax, lo: float, hi: float) -> None:
@@ -136,6 +153,7 @@ def timeline_figure(model, lang: str = "en") -> Figure | None:
     _pad(ax, lo, hi)
     _x_axis(ax, model.axis, t)
     ax.tick_params(axis="y", length=0)
+    _readable(fig)
     fig.tight_layout()
     return fig
 
@@ -170,7 +188,7 @@ def steps_figure(model, lang: str = "en") -> Figure | None:
     series = model.step_series
     if not series or all(len(xs) < 2 for xs, _ in series.values()):
         return None   # a single point per rank says nothing a table row does not
-    fig, ax, t, family = _new(lang, 10, 2.9)
+    fig, ax, t, family = _new(lang, 10, 3.4)
     front = max(r["last_step"] for r in model.step_last)
     behind = {r["rank"] for r in model.step_last if r["last_step"] < front}
     keys = sorted(series, key=lambda r: (r is None, r if r is not None else 0))
@@ -198,6 +216,7 @@ def steps_figure(model, lang: str = "en") -> Figure | None:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, ncol=2 if labelled > 8 else 1, loc="upper left", frameon=False,
                   prop={"family": family, "size": 7} if family else {"size": 7})
+    _readable(fig)
     fig.tight_layout()
     return fig
 
@@ -243,6 +262,7 @@ def gpu_figure(gm, lang: str = "en", culprits: dict | None = None) -> Figure | N
         ax.set_xlabel(t["fig_snapshot"])
     ax.legend(fontsize=7, loc="lower right", frameon=False,
               prop={"family": family, "size": 7} if family else {"size": 7})
+    _readable(fig)
     fig.tight_layout()
     return fig
 

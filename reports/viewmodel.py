@@ -10,7 +10,8 @@ import pandas as pd
 from reports import i18n
 from reports import ranks as ranks_mod
 from reports import sections
-from reports.evidence import read_context
+from postmortem.sentences import sentence
+from reports.evidence import first_time, read_context, unique_evidence
 from reports.sections import rank_ranges
 
 SECTION_IDS = ("verdict", "evidence", "timeline", "steps", "gpu", "stacks", "collectives", "nccl", "findings",
@@ -48,7 +49,10 @@ class VerdictView:
     explanation_more: str = ""
     remediation: str = ""
     remediation_more: str = ""
+    remediation_en: str = ""     # the rule's English fix, shown beside a translated one
     rule: str = ""
+    sentence: str = ""           # the verdict as one sentence, in the report's language
+    when: str = ""               # the first cited line's time, when it has one
 
 
 def _lead(text: str, limit: int = MAX_LEAD_CHARS) -> tuple[str, str]:
@@ -195,6 +199,7 @@ class ReportView:
     sources_summary: str
     sources_more: str
     fragment: bool
+    shown: list[str] = field(default_factory=list)   # ids of the sections printed (those with something to show)
 
 
 def _generated(value) -> str:
@@ -246,11 +251,11 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
     # The notebook fragment has no sources table, so its file names link nowhere.
     anchors = {} if fragment else {s: f"src-{i}" for i, s in enumerate(tables.sources["source"].astype(str))}
     paths = {s.source: s.path for s in (analysis.sources or [])}
-    verdict = _verdict(analysis, t)
+    verdict = _verdict(analysis, t, lang)
     root = analysis.finding_list[0] if analysis.finding_list else None
     evidence, ev_more = _evidence(root, t, paths, anchors, context, max_evidence)
     findings = [_finding(f, t, anchors) for f in analysis.finding_list[1:]]
-    gaps = [GapView(str(g.get("missing", "")), str(g.get("why", "")), str(g.get("how", "")))
+    gaps = [GapView(*i18n.gap_words(lang, str(g.get("missing", "")), str(g.get("why", ""))), str(g.get("how", "")))
             for g in analysis.evidence_gaps]
     gaps_script = "\n".join(f"# {g.missing}\n{g.how}" for g in gaps)
     sources, src_summary, src_more = _sources(tables.sources, t, anchors, max_sources)
@@ -274,6 +279,7 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
         _fill_rank_sections(view, analysis, t, figures, lang)
         _fill_table_sections(view, analysis, t, figures, lang)
     view.nav = _nav(view, t)
+    view.shown = [n.id for n in view.nav if not n.empty]  # a section with nothing to show is left out
     return view
 
 
@@ -285,7 +291,7 @@ def _version() -> str:
         return ""
 
 
-def _verdict(analysis, t) -> VerdictView:
+def _verdict(analysis, t, lang: str = "en") -> VerdictView:
     v = analysis.verdict
     if v is None:
         return VerdictView(present=False, words=t["no_input"], summary=t["no_input_text"], tone="unknown")
@@ -308,9 +314,16 @@ def _verdict(analysis, t) -> VerdictView:
         phase=i18n.phase_words(t, v.phase) or t["none"], confidence=f"{v.confidence:.2f}", pct=pct, level=level,
         level_text=t[f"conf_{level}"], meter_label=i18n.fmt(t, "conf_meter_label", pct=pct), summary=v.summary,
         title=root.title if root else "", rule=v.rule or "")
+    out.sentence = sentence(root, lang) if root else v.summary
+    when = first_time(analysis, root) if root else None
+    out.when = f"{when:%Y-%m-%d %H:%M:%S} UTC" if when is not None else ""
     if root:
         out.explanation, out.explanation_more = _lead(root.explanation)
-        out.remediation, out.remediation_more = _lead(root.remediation)
+        translated = i18n.advice(lang, root.rule, root.remediation)
+        if translated:
+            out.remediation, out.remediation_en = translated, root.remediation
+        else:
+            out.remediation, out.remediation_more = _lead(root.remediation)
     return out
 
 
@@ -330,7 +343,8 @@ def _line_no(v) -> int | None:
 def _evidence(root, t, paths, anchors, radius, limit) -> tuple[list[EvidenceItem], int]:
     if root is None or not root.evidence:
         return [], 0
-    shown = root.evidence[:limit]
+    cited = unique_evidence(root.evidence, paths)
+    shown = cited[:limit]
     wanted: dict[str, set[int]] = {}
     for e in shown:
         path, line = paths.get(e.source), _line_no(e.line)
@@ -352,7 +366,7 @@ def _evidence(root, t, paths, anchors, radius, limit) -> tuple[list[EvidenceItem
             why = "why_no_line" if line is None else "why_too_far" if got == "too_far" else "why_not_readable"
             item.note = i18n.fmt(t, "evidence_no_context", why=t[why])
         items.append(item)
-    return _merge_overlapping(items, shown, t), len(root.evidence) - len(shown)
+    return _merge_overlapping(items, shown, t), len(cited) - len(shown)
 
 
 def _merge_overlapping(items: list[EvidenceItem], cited, t) -> list[EvidenceItem]:
@@ -498,4 +512,4 @@ def _nav(view: ReportView, t) -> list[NavItem]:
         "gaps": not view.gaps, "sources": not view.sources,
     }
     ids = FRAGMENT_SECTIONS if view.fragment else SECTION_IDS
-    return [NavItem(i, t[f"sec_{i}"], empty[i]) for i in ids]
+    return [NavItem(i, t.get(f"nav_{i}", t[f"sec_{i}"]), empty[i]) for i in ids]
