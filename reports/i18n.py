@@ -110,6 +110,8 @@ EN: dict[str, str] = {
     "timeline_axis_time": "Positions are UTC timestamps from the logs.",
     "timeline_axis_line": ("The logs carry no timestamps: positions are line numbers within each file, "
                            "comparable only inside one file."),
+    "timeline_axis_unread": ("The lines carry times, but in a form postmortem does not read as a date yet: "
+                             "positions are line numbers within each file, comparable only inside one file."),
     "lane_ranks": "Ranks",
     "lane_count": "Count",
     "lane_role": "Role",
@@ -235,8 +237,8 @@ EN: dict[str, str] = {
     "src_only_problems": "only files with problems",
     # figures (matplotlib)
     "fig_time": "time (UTC)",
-    "fig_line": "line in the log file (no timestamps)",
-    "fig_order": "n-th step report of each rank, in its own log's order (no timestamps)",
+    "fig_line": "line in the log file",
+    "fig_order": "n-th step report of each rank, in its own log's order",
     "fig_step": "step",
     "fig_snapshot": "nvidia-smi snapshot",
     "fig_mem": "memory used (MiB)",
@@ -351,6 +353,7 @@ ZH: dict[str, str] = {
     "timeline_empty": "没有任何输入行标明其 rank，因此无法绘制各 rank 时间线。",
     "timeline_axis_time": "横轴为日志中的 UTC 时间戳。",
     "timeline_axis_line": "日志没有时间戳：横轴为各文件内的行号，仅在同一文件内可比。",
+    "timeline_axis_unread": "日志行带有时间，但其格式 postmortem 暂时无法解析为日期：横轴为各文件内的行号，仅在同一文件内可比。",
     "lane_ranks": "Rank",
     "lane_count": "数量",
     "lane_role": "角色",
@@ -464,8 +467,8 @@ ZH: dict[str, str] = {
     "src_filter": "筛选文件",
     "src_only_problems": "只显示有问题的文件",
     "fig_time": "时间 (UTC)",
-    "fig_line": "日志文件中的行号（无时间戳）",
-    "fig_order": "各 rank 在自身日志中的第 n 次训练步报告（无时间戳）",
+    "fig_line": "日志文件中的行号",
+    "fig_order": "各 rank 在自身日志中的第 n 次训练步报告",
     "fig_step": "训练步",
     "fig_snapshot": "nvidia-smi 快照",
     "fig_mem": "显存占用 (MiB)",

@@ -10,6 +10,7 @@ import pandas as pd
 from reports import i18n
 from reports import ranks as ranks_mod
 from reports import sections
+from postmortem.gaps import lines_carry_times
 from postmortem.sentences import sentence
 from reports.evidence import first_time, read_context, unique_evidence
 from reports.sections import rank_ranges
@@ -431,7 +432,8 @@ def _fill_rank_sections(view: ReportView, analysis, t, figures: bool, lang: str)
             count=len(lane.ranks), role=lane.role, role_words=role_words[lane.role], first=lane.first_where,
             last=lane.last_where, errors=lane.n_errors, how=t["fig_silent"] if lane.silent else _cited(lane.how)[:240]))
     if model.lanes:
-        view.timeline_axis = t["timeline_axis_time"] if model.axis.mode == "time" else t["timeline_axis_line"]
+        view.timeline_axis = t["timeline_axis_time"] if model.axis.mode == "time" else \
+            t["timeline_axis_unread"] if lines_carry_times(analysis.tables) else t["timeline_axis_line"]
     if model.merged_groups:
         view.timeline_notes.append(i18n.fmt(t, "lanes_more", n=model.merged_groups))
     if model.silent and model.lanes:
