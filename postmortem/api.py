@@ -37,7 +37,7 @@ class Analysis:
         return self.tables.meta.get("world_size")
 
     def to_dict(self) -> dict:
-        """The JSON contract (DESIGN.md) as a dict."""
+        """The JSON contract (docs/json.md) as a dict."""
         from reports.json_report import to_dict
         return to_dict(self)
 
@@ -67,7 +67,7 @@ class Analysis:
 
     def __repr__(self) -> str:
         """A few lines: the verdict, the culprit, what was read and found (the tables have their own repr)."""
-        from postmortem.verdict import describe
+        from postmortem.sentences import describe
         return describe(self)
 
 

@@ -59,7 +59,7 @@ class Finding:
         self.affected_ranks = sorted({int(r) for r in self.affected_ranks} - set(self.culprit_ranks))
 
     def to_dict(self) -> dict:
-        """JSON-contract dict (DESIGN.md)."""
+        """JSON-contract dict (docs/json.md)."""
         d = asdict(self)
         d.pop("order"); d.pop("explains")
         d["evidence"] = [e.to_dict() for e in self.evidence]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import re
 
 import numpy as np
@@ -51,11 +52,36 @@ def _labels(lang: str) -> tuple[dict, list[str] | None]:
     if lang == "en":
         return i18n.catalogue("en"), None
     from matplotlib import font_manager
-    names = {f.name for f in font_manager.fontManager.ttflist}
-    for name in CJK_FONTS:
-        if name in names:
-            return i18n.catalogue(lang), [name, "DejaVu Sans"]
+    for attempt in range(2):
+        names = {f.name for f in font_manager.fontManager.ttflist}
+        for name in CJK_FONTS:
+            if name in names:
+                return i18n.catalogue(lang), [name, "DejaVu Sans"]
+        if attempt == 0 and not _add_system_cjk_fonts(font_manager):
+            break
     return i18n.catalogue("en"), None
+
+
+_CJK_FILES = ("wqy", "notosanscjk", "notoserifcjk", "notosanssc", "sourcehansans", "droidsansfallback")
+
+
+def _add_system_cjk_fonts(font_manager) -> bool:
+    """matplotlib's font cache predates a CJK font installed later (apt-get install fonts-wqy-microhei): register
+    the system's CJK font files with it. True when one was added."""
+    added = False
+    try:
+        files = font_manager.findSystemFonts()
+    except OSError:
+        return False
+    for path in files:
+        base = os.path.basename(path).lower().replace("-", "").replace("_", "")
+        if base.startswith(_CJK_FILES):
+            try:
+                font_manager.fontManager.addfont(path)
+                added = True
+            except (OSError, RuntimeError, ValueError):
+                continue
+    return added
 
 
 def _new(lang: str, width: float, height: float):

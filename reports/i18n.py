@@ -67,7 +67,7 @@ EN: dict[str, str] = {
     "conf_moderate": "moderate: the evidence fits, but check it before acting on it",
     "conf_low": "low: a lead, not a conclusion; collect what the evidence gaps list",
     "conf_meter_label": "confidence {pct}%",
-    # categories (DESIGN.md ids)
+    # categories (ids of docs/json.md)
     "cat_gpu_oom": "GPU out of memory",
     "cat_host_oom": "Host RAM exhausted (kernel OOM killer)",
     "cat_dataloader_failure": "DataLoader worker failure",

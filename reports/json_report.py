@@ -1,4 +1,4 @@
-"""The `--format json` output: exactly the DESIGN.md contract, deterministic."""
+"""The `--format json` output: exactly the contract in docs/json.md, deterministic."""
 from __future__ import annotations
 
 import json
