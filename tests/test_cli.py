@@ -154,3 +154,33 @@ def test_archives_are_read_in_place_with_the_folders_verdict(tmp_path):
         assert got["verdict"] == folder["verdict"]
         assert sorted(s["source"] for s in got["sources"]) == sorted("logs/" + s["source"] for s in folder["sources"])
         assert got["input"] == str(arc)
+
+
+def _run_on_terminal(args, tmp_path):
+    """The CLI with stderr on a pseudo-terminal (the bar's delay set to 0 so a small input shows it)."""
+    import pty
+    script = ("import postmortem.progress as p; p.SHOW_AFTER = 0; p.MIN_INTERVAL = 0\n"
+              "from postmortem.cli import main\nraise SystemExit(main(%r))" % (args,))
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=slave, cwd=ROOT)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=120)
+    os.close(master)
+    return proc.returncode, b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_progress_is_drawn_on_a_terminal_and_not_when_quiet(tmp_path):
+    samples = os.path.join(ROOT, "samples", "uneven_batches_barrier", "logs")
+    rc, err = _run_on_terminal(["analyze", samples, "-o", str(tmp_path / "r.json")], tmp_path)
+    assert rc == 0 and "postmortem: parsing" in err and "18/18 files" in err and "iB/" in err, err
+    rc, err = _run_on_terminal(["analyze", samples, "-q", "-o", str(tmp_path / "r.json")], tmp_path)
+    assert rc == 0 and "parsing" not in err
