@@ -202,3 +202,23 @@ def test_report_fits_laptop_and_phone_widths(browser, sample_reports, artifacts,
 def _in_view(page, selector: str, width: int) -> bool:
     box = page.locator(selector).first.bounding_box()
     return box is not None and box["y"] + box["height"] <= 900 and box["x"] + box["width"] <= width
+
+
+def test_no_sample_report_scrolls_sideways_on_a_phone(browser, tmp_path):
+    root = os.path.dirname(SAMPLE.rstrip("/").rsplit("/", 1)[0])
+    context = browser.new_context(viewport={"width": 390, "height": 800})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    try:
+        for name in sorted(os.listdir(root)):
+            logs = os.path.join(root, name, "logs")
+            if not os.path.isdir(logs):
+                continue
+            path = tmp_path / f"{name}.html"
+            path.write_text(postmortem.analyze(logs, quiet=True).to_html(), encoding="utf-8")
+            page.goto(path.as_uri(), wait_until="load")
+            assert page.evaluate("document.documentElement.scrollWidth") <= 390, name
+        assert errors == []
+    finally:
+        context.close()
