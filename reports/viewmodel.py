@@ -12,7 +12,7 @@ from reports import ranks as ranks_mod
 from reports import sections
 from postmortem.gaps import lines_carry_times
 from postmortem.sentences import sentence
-from reports.evidence import first_time, read_context, unique_evidence
+from reports.evidence import WHOLE_LINE_CHARS, first_time, read_context, unique_evidence
 from reports.sections import rank_ranges
 
 SECTION_IDS = ("verdict", "evidence", "timeline", "steps", "gpu", "stacks", "collectives", "nccl", "findings",
@@ -351,7 +351,7 @@ def _evidence(root, t, paths, anchors, radius, limit) -> tuple[list[EvidenceItem
         path, line = paths.get(e.source), _line_no(e.line)
         if path and line is not None:
             wanted.setdefault(path, set()).add(line)
-    ctx = read_context(wanted, radius) if radius > 0 else {}
+    ctx = read_context(wanted, radius, cut=WHOLE_LINE_CHARS) if radius > 0 else {}
     items = []
     for e in shown:
         line = _line_no(e.line)
@@ -363,6 +363,9 @@ def _evidence(root, t, paths, anchors, radius, limit) -> tuple[list[EvidenceItem
         got = ctx.get((path, line)) if path and line is not None else None
         if isinstance(got, list):
             item.context = [ContextLine(no, text, no == line) for no, text in got]
+            hit = next((text for no, text in got if no == line), "")
+            if item.text.strip() and item.text.strip() in hit:
+                item.text = ""   # the highlighted line says it all; a rule's own wording of it stays in the header
         elif radius > 0:
             why = "why_no_line" if line is None else "why_too_far" if got == "too_far" else "why_not_readable"
             item.note = i18n.fmt(t, "evidence_no_context", why=t[why])
