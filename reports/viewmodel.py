@@ -366,8 +366,8 @@ def _evidence(root, t, paths, anchors, radius, limit) -> tuple[list[EvidenceItem
             hit = next((text for no, text in got if no == line), "")
             if item.text.strip() and item.text.strip() in hit:
                 item.text = ""   # the highlighted line says it all; a rule's own wording of it stays in the header
-        elif radius > 0:
-            why = "why_no_line" if line is None else "why_too_far" if got == "too_far" else "why_not_readable"
+        elif radius > 0 and line is not None:   # a citation with no line (a whole-file fact) needs no excuse
+            why = "why_too_far" if got == "too_far" else "why_not_readable"
             item.note = i18n.fmt(t, "evidence_no_context", why=t[why])
         items.append(item)
     return _merge_overlapping(items, shown, t), len(cited) - len(shown)
