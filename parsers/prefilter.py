@@ -391,6 +391,7 @@ class LineScanner:
         next_bar = next_step = 0
         window_end = 0
         lineno = 0
+        plain = None
         counts = [0, 0, 0, 0]
         cont = False
         progress = steps_n = 0
@@ -417,8 +418,14 @@ class LineScanner:
                     yield lineno, _text(line), False
                     continue
                 if not f:
+                    if exact and line.strip():
+                        plain = (lineno, line)
                     continue
                 if exact:  # a small file: every line that can yield a row, as it is
+                    if f & F_EVENT and plain is not None:
+                        # and the ordinary line before an event: what the job was doing when it happened
+                        yield plain[0], _text(plain[1]), False
+                        plain = None
                     if f & F_WINDOW:
                         window_end = max(window_end, lineno + trig.window_of(key))
                     yield lineno, _text(line), not f & (F_EVENT | F_NCCL)

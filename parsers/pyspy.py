@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import re
 
+from parsers import learned_prefix
 from parsers.base import ParseResult, register
 from postmortem import stacks as st
 from postmortem import textio
@@ -20,6 +21,7 @@ PYTHON_RE = re.compile(r"^Python v(?P<ver>\d+\.\d+[\w.+]*)(?: \((?P<exe>.*)\))?\
 THREAD_RE = re.compile(r"^Thread (?P<tid>0x[0-9A-Fa-f]+|\d+) \((?P<status>idle|active\+gil|active|gil)\)"
                        r"(?:: \"(?P<name>.*)\")?\s*$")
 FRAME_RE = re.compile(r"^(?P<indent>[ \t]+)(?P<func>\S.*?) \((?P<loc>[^()]*(?:\([^()]*\)[^()]*)*)\)\s*$")
+HEADLESS_FRAME_RE = re.compile(r"^(?P<func>[\w.<>]+) +\((?P<loc>[\w./<> -]+\.pyx?:\d+)\)\s*(?:#.*)?$")
 LOC_LINE_RE = re.compile(r"^(?P<file>.*):(?P<line>\d+)$")
 LOCALS_HDR_RE = re.compile(r"^[ \t]+(?P<what>Arguments|Locals):\s*$")
 LOCAL_RE = re.compile(r"^[ \t]+(?P<name>[A-Za-z_][\w.]*|\*\w+|<[^>]+>): (?P<repr>.*)$")
@@ -202,6 +204,8 @@ class _TextState:
             self.proc["cmd"] = (self.proc["cmd"] or "") + line.strip()
             return
         if self.thread is None:
+            if HEADLESS_FRAME_RE.match(line.strip()):
+                self._top_level(lineno, line.strip())
             return
         if len(self.thread["frames"]) >= 4096:
             return  # hostile depth: stop collecting, cap_frames trims later
@@ -243,6 +247,18 @@ class _TextState:
         if m and self.proc is not None:
             self.cmd_open = False
             self.proc["ppid"] = int(m.group("pid"))
+            return
+        hm = HEADLESS_FRAME_RE.match(line)
+        if hm and (self.thread is None or self.thread.get("headless")) and not self.cmd_open:
+            # frames pasted without their Process/Thread header: one stack of an unnamed thread
+            if self.thread is None:
+                if self.proc is None:
+                    self._new_proc(lineno, None, None)
+                self.thread = {"tid": f"headless-{lineno}", "status": None, "name": None, "line": lineno,
+                               "frames": [], "headless": True}
+                self.proc["threads"].append(self.thread)
+                self.threads_total += 1
+            self.thread["frames"].append(parse_frame(hm.group("func"), hm.group("loc")))
             return
         self.thread = None
         if self.cmd_open and self.proc is not None and not self.proc["threads"] and len(line) < 4096:
@@ -313,7 +329,7 @@ def parse_pyspy_text(source: Source) -> ParseResult:
     result = ParseResult()
     stats = textio.ReadStats()
     state = _TextState()
-    for lineno, line in textio.iter_lines(source.path, stats):
+    for lineno, line in learned_prefix.strip_stream(textio.iter_lines(source.path, stats)):
         state.feed(lineno, line)
     procs = [p for p in state.procs if p["threads"] or p.get("pid") is not None]
     for p in procs:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+from parsers import learned_prefix
 from parsers.base import ParseResult, register
 from parsers.prefixes import strip_prefixes
 from parsers.pyspy import MAX_ROWS, emit_processes
@@ -350,7 +351,7 @@ def parse_stack_dump(source: Source) -> ParseResult:
     stats = textio.ReadStats()
     col = _Collector()
     last = 0
-    for lineno, line in textio.iter_lines(source.path, stats):
+    for lineno, line in learned_prefix.strip_stream(textio.iter_lines(source.path, stats)):
         last = lineno
         col.feed(lineno, line)
     _procs_rows(result, source, col, last)
@@ -414,7 +415,7 @@ def parse_rank_log_faulthandler(source: Source) -> ParseResult:
     stats = textio.ReadStats()
     col = _Collector(rank_log=True)
     last = 0
-    for lineno, line in textio.iter_lines(source.path, stats):
+    for lineno, line in learned_prefix.strip_stream(textio.iter_lines(source.path, stats)):
         last = lineno
         if lineno < first:
             continue

@@ -24,6 +24,15 @@ LOSS_ANY_RE = regex.compile(
     r"(?i)\b\w*loss\w*\b['\"]?\s*[:=]?\s*['\"]?(?P<loss>-?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf))")
 METRIC_PAIR_RE = regex.compile(r"(?i)\b[a-z][\w/.]*\s*[:=]?\s+-?\d+\.\d+\b|\b[a-z][\w/.]*[:=]\s*-?\d")
 STEP_FIRST_RE = regex.compile(r"(?i)^\W{0,4}(?:global_step|step|iter(?:ation)?|it|batch)\b")
+# Other libraries' progress lines: tqdm without a total (`35batch [00:03, 10.5batch/s]`), mmengine/mmcv
+# (`Epoch(train) [1][ 50/500]`, `Iter(val) [ 20/100]`), Keras (`50/500 [==>....] - ETA`), rich (`desc ━━━ 45/100`).
+TQDM_NOTOTAL_RE = regex.compile(
+    r"(?:(?P<desc>[^\r|]*?):? +)?(?P<n>\d+)(?P<unit>[A-Za-z]\w*)? \[(?P<elapsed>[\d:]+), *(?P<rate>[\d.]+|\?) *"
+    r"(?:\w+/s|s/\w+)(?:, [^\]]*)?\]")
+MM_RE = regex.compile(r"\b(?P<kind>Epoch|Iter)\((?P<mode>train|val|test)\)\s*(?:\[(?P<epoch>\d+)\])?\s*"
+                      r"\[\s*(?P<n>\d+)/(?P<total>\d+)\]")
+KERAS_RE = regex.compile(r"^\s*(?P<n>\d+)/(?P<total>\d+) \[[=>.]+\]")
+RICH_RE = regex.compile(r"(?P<desc>[^━\r]*?)\s*━+\s+(?P<n>\d+)/(?P<total>\d+)\b")
 ELAPSED_MS_RE = regex.compile(r"elapsed time per iteration \(ms\):\s*(?P<ms>[\d.]+)")
 
 _EVAL_WORDS = regex.compile(r"(?i)\b(?:val(?:id(?:ation|ate|ating)?)?|eval(?:uat\w*)?|test(?:ing)?|predict\w*|sanity)\b")
@@ -138,6 +147,9 @@ def parse_step(message: str) -> dict | None:
                 elif (rate_v or 0) > 0 and unit.endswith("/s") and unit.startswith("it"):
                     row["step_time"] = 1.0 / rate_v
             return row
+    other = _other_progress(message)
+    if other is not None:
+        return other
     if message.startswith("{'") and HF_DICT_RE.match(message):
         try:
             d = ast.literal_eval(message.replace("nan", "None").replace("inf", "None"))
@@ -174,4 +186,42 @@ def parse_step(message: str) -> dict | None:
                 "phase": phase_of(message[: m.start()]) if _EVAL_WORDS.search(message[:40]) else "train",
                 "desc": "custom", "loss": _num(lm.group("loss")) if lm else None,
                 "lr": _num(lr.group("lr")) if lr else None, "epoch": _num(em.group("epoch")) if em else None}
+    return None
+
+
+def _other_progress(message: str) -> dict | None:
+    """A steps row for the progress lines of mmengine, Keras, rich and tqdm without a total, or None."""
+    if "(" in message and ("Epoch(" in message or "Iter(" in message):
+        m = MM_RE.search(message)
+        if m:
+            mode = m.group("mode")
+            row = {"step": int(m.group("n")), "total": int(m.group("total")),
+                   "phase": "train" if mode == "train" else "eval", "desc": f"{m.group('kind')}({mode})"}
+            if m.group("epoch"):
+                row["epoch"] = float(m.group("epoch"))
+            lm = LOSS_RE.search(message[m.end():]) if _may_have(message, "loss") else None
+            if lm:
+                row["loss"] = _num(lm.group("loss"))
+            return row
+    if "[=" in message or "[." in message:
+        m = KERAS_RE.match(message)
+        if m:
+            lm = LOSS_RE.search(message[m.end():]) if _may_have(message, "loss") else None
+            return {"step": int(m.group("n")), "total": int(m.group("total")), "phase": "train", "desc": "keras",
+                    "loss": _num(lm.group("loss")) if lm else None}
+    if "━" in message:
+        m = RICH_RE.search(message)
+        if m:
+            desc = (m.group("desc") or "").strip()
+            return {"step": int(m.group("n")), "total": int(m.group("total")), "phase": phase_of(desc),
+                    "desc": desc[:120]}
+    if "/s]" in message or "s/" in message:
+        m = TQDM_NOTOTAL_RE.search(message)
+        if m and "%|" not in message:
+            desc = (m.group("desc") or "").strip()
+            row = {"step": int(m.group("n")), "total": None, "phase": phase_of(desc), "desc": desc[:120]}
+            epoch = _epoch_of(desc)
+            if epoch is not None:
+                row["epoch"] = epoch
+            return row
     return None

@@ -9,6 +9,7 @@ import regex
 from parsers import formats as fmts
 from parsers import prefilter
 from parsers.base import ParseResult, register
+from parsers import learned_prefix
 from parsers.prefixes import strip_prefixes
 from parsers.steps import parse_step
 from postmortem import textio
@@ -28,10 +29,11 @@ MSG_RANK_RES = [
     regex.compile(r"(?:^|[\s(])rank[=:](?P<r>\d+)\b"),
     regex.compile(r"^\[(?P<r>\d+)\] is setting up NCCL communicator"),
     regex.compile(r"^Rank (?P<r>\d+)/\d+\b"),
+    regex.compile(r"^(?:[^:\[,]{0,16},\s*)?[Rr]ank[ =:#]?(?P<r>\d+)\s*[,:/]"),  # `Epoch 9, Rank 7, world_size 8: ...`
 ]
 # A literal that every match of the MSG_RANK_RES pattern at the same position contains (None: no other than the
 # "ank"/"ANK" of Rank, RANK, rank, which all but the 5th need).
-_MSG_RANK_NEEDS = [None, "Rank ", "GLOBAL_RANK: ", "rank", " is setting up NCCL communicator", "Rank "]
+_MSG_RANK_NEEDS = [None, "Rank ", "GLOBAL_RANK: ", "rank", " is setting up NCCL communicator", "Rank ", "ank"]
 NCCL_LINE_RE = regex.compile(
     r"^(?:\[(?P<ts>[^\]]+)\] )?(?P<host>[^:\s\[]+):(?P<pid>\d+):(?P<tid>\d+) (?:\[(?P<dev>\d+)\] )?"
     r"(?:[\d.]+ \w+:\d+ )?(?:(?P<file>[\w./-]+):(?P<srcline>\d+) (?:\((?P<func>[^)]*)\) )?)?NCCL (?P<level>INFO|WARN|TRACE|CALL) (?P<msg>.*)$")
@@ -79,7 +81,7 @@ LINE_TRIGGERS_NOCASE = ["batch", "period", "every", "interval", "_steps", "_freq
 # Lines after these are handed over whatever they contain (traceback source lines, torchrun summary fields).
 WINDOW_TRIGGERS = {'File "': 2, "Traceback (most recent call last)": 2, "Root Cause (first observed failure)": 12,
                    "Failures:": 200}
-STEP_TRIGGERS = ["{'"]
+STEP_TRIGGERS = ["{'", "Epoch(", "Iter(", "━", "[=", "/s]"]
 STEP_TRIGGERS_NOCASE = ["step", "iter", "batch"]
 WEAK_STEP_TRIGGERS_NOCASE = ["it"]  # GENERIC_STEP_RE's bare `it 12`: read in small files only
 
@@ -127,6 +129,7 @@ class _Scheme:
     """File-level prefix schemes that are too ambiguous to accept per line (srun labels, pdsh host prefixes)."""
 
     def __init__(self, head_lines: list[str]):
+        head_lines_all = head_lines
         n = max(1, len(head_lines))
         # both prefixes end in ": " within the first few dozen characters: test that before any regex
         head_lines = [ln for ln in head_lines if 0 < ln.find(": ", 0, 80)]
@@ -138,9 +141,16 @@ class _Scheme:
             if m and not m.group("host").endswith(("Error", "Warning", "Exception")):
                 hosts[m.group("host")] = hosts.get(m.group("host"), 0) + 1
         self.hosts = {h for h, c in hosts.items() if c >= max(2, n // 10)}
+        self.learned = _learned_prefix(head_lines_all)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.srun or self.hosts or self.learned)
 
     def strip(self, line: str) -> tuple[str, dict]:
         info: dict = {}
+        if self.learned is not None:
+            line, info = self.learned.strip(line)
         if self.hosts:
             m = HOST_PREFIX_RE.match(line)
             if m and m.group("host") in self.hosts:
@@ -152,6 +162,39 @@ class _Scheme:
                 info["rank"] = int(m.group("rank"))
                 line = line[m.end():]
         return line, info
+
+
+WAIT_EVENT_KINDS = ("watchdog_timeout", "collective_timeout", "store_error")
+
+
+def _plain_line(message: str) -> bool:
+    """An ordinary line a job prints about its work (not code, a frame, a warning or a blank)."""
+    return (0 < len(message) < 400 and not message.startswith(("    ", "\t")) and not message.isspace()
+            and "Warning" not in message and "warn(" not in message)
+
+
+def _before_wait(result: ParseResult, source: Source, plain: tuple) -> None:
+    """The last ordinary line before the file's first collective timeout: often the work a rank announced before
+    the others started waiting for it ('Clustering 111M points...', 'Saving checkpoint...')."""
+    lineno, message, rank, ctx = plain
+    result.add("events", {"source": source.source, "line": lineno, "rank": rank, "host": ctx["host"],
+                          "ts": ctx["ts"], "kind": "before_wait", "message": message[:300],
+                          "template": "line before the first timeout", "details": {"format": "before-wait"},
+                          "level": "I", "pid": None})
+
+
+def _learned_prefix(head_lines: list[str]):
+    """A collector prefix learned from the file's first lines, kept only where the fixed prefix list would not
+    already strip as much (those prefixes also read levels and full timestamps)."""
+    learned = learned_prefix.learn(head_lines[:SCHEME_SAMPLE])
+    if learned is None:
+        return None
+    gain = 0
+    for ln in head_lines[:50]:
+        rest, _ = learned.strip(ln)
+        known, _ = strip_prefixes(ln)
+        gain += len(known) - len(rest)
+    return learned if gain > 0 else None
 
 
 class _TracebackCollector:
@@ -340,6 +383,7 @@ def parse_textlog(source: Source) -> ParseResult:
     # Stack dumps list frames, not log lines: `save_checkpoint (x.py:3)` is no save, a command line is no config
     # echo, and `File "..."` frames are not a raised exception. Only failure lines (py-spy's own errors) count.
     dump = source.kind in ("pyspy", "stack_dump")
+    plain, waited = None, False
     for lineno, raw, steps_only in items:
         segments = raw.split("\r") if "\r" in raw else [raw]
         if ".cpp:" in raw or "Traceback (" in raw:
@@ -347,7 +391,7 @@ def parse_textlog(source: Source) -> ParseResult:
         for seg in segments:
             if not seg or seg.isspace():
                 continue
-            line, sinfo = scheme.strip(seg) if (scheme.srun or scheme.hosts) else (seg, {})
+            line, sinfo = scheme.strip(seg) if scheme.active else (seg, {})
             message, info = strip_prefixes(line)
             if sinfo:
                 info = {**sinfo, **info}
@@ -361,6 +405,8 @@ def parse_textlog(source: Source) -> ParseResult:
             ctx = {"rank": rank, "host": info.get("host") or source.host, "ts": _ts(info.get("ts"))}
             if steps_only:  # a sampled progress/step line from the prefilter: nothing but its step row
                 st = parse_step(message)
+                if not st and not dump and _plain_line(message):
+                    plain = (lineno, message, rank, ctx)
                 if st:
                     st.update({"source": source.source, "line": lineno, "rank": rank, "host": ctx["host"],
                                "ts": ctx["ts"]})
@@ -377,9 +423,16 @@ def parse_textlog(source: Source) -> ParseResult:
                     _nccl_row(result, source, lineno, nm, ctx, hostpid_rank)
                     if nm.group("level") != "WARN":
                         continue
-            for fmt, m in fmts.match_line(message):
+            hits = fmts.match_line(message)
+            if not hits and not dump and _plain_line(message):
+                plain = (lineno, message, rank, ctx)  # what the job printed last before anything happened
+            for fmt, m in hits:
                 if dump and fmt.level != "error":
                     continue
+                if fmt.kind in WAIT_EVENT_KINDS and not waited:
+                    waited = True
+                    if plain is not None and plain[0] < lineno:
+                        _before_wait(result, source, plain)
                 n = per_kind.get(fmt.kind, 0)
                 if n >= MAX_EVENTS_PER_KIND:
                     dropped[fmt.kind] = dropped.get(fmt.kind, 0) + 1
@@ -411,6 +464,8 @@ def parse_textlog(source: Source) -> ParseResult:
                                                     "value": float(cm.group("value")), "format": "config-echo"}})
             st = parse_step(message)
             if st:
+                if plain is not None and plain[0] == lineno and st.get("phase") == "train":
+                    plain = None  # training progress is not an announcement of other work
                 st.update({"source": source.source, "line": lineno, "rank": rank, "host": ctx["host"],
                            "ts": ctx["ts"]})
                 steps.add(st)

@@ -33,6 +33,11 @@ class Analysis:
     evidence_gaps: list[dict] = field(default_factory=list)
 
     @property
+    def ranks(self):
+        """Where every rank was when the job stopped: one row per rank (columns in postmortem.rank_state)."""
+        return self.tables.frames.get("ranks")
+
+    @property
     def world_size(self):
         return self.tables.meta.get("world_size")
 
@@ -155,10 +160,13 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
     results = parse_all(sources, jobs=jobs, engine=engine, scheduler=scheduler, quiet=quiet, preload=preload)
     preload.join()
     from postmortem import gaps as gaps_mod
+    from postmortem import signals as signals_mod
     from postmortem import tables as tables_mod
     from postmortem import verdict as verdict_mod
     from postmortem.rules import all_rules, load_plugins, run_rules
+    from postmortem.rank_state import rank_state
     tables = tables_mod.build(sources, results)
+    tables.frames["ranks"] = rank_state(tables)  # stage 4: where every rank was when the job stopped
     del results  # the tables hold what is needed; the parsed rows can go before the rules run
     if plugin_paths:
         load_plugins(plugin_paths, entry_points=False)
@@ -168,7 +176,8 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
         selected = [r for r in selected if r.id in wanted]
     findings = run_rules(tables, selected)
     has_inputs = any(not s.problem for s in sources)
-    signals = _failure_signals(tables)
+    signals = signals_mod.collect(tables)
+    tables.meta["signals"] = signals
     verdict, findings = verdict_mod.decide(findings, has_inputs, signals)
     gaps = gaps_mod.evidence_gaps(tables, verdict) if verdict else []
     return Analysis(input=path, sources=sources, tables=tables, findings=findings, verdict=verdict,
@@ -202,13 +211,3 @@ class _Preload:
     def join(self) -> None:
         if self._thread is not None:
             self._thread.join()
-
-
-def _failure_signals(tables) -> bool:
-    ev = tables.events
-    if len(tables.tracebacks):
-        return True
-    if len(ev) and (ev["level"].isin(["E", "F"]) | ev["kind"].isin(["oom", "host_oom", "killed"])).any():
-        return True
-    exits = ev[ev["kind"] == "exit"] if len(ev) else ev
-    return any(str(a.get("code", a.get("code2", a.get("code3", "1")))) not in ("0", "None") for a in exits["details"])

@@ -151,7 +151,7 @@ def _count_at_least(rx_nl: re.Pattern, padded: bytes, need: int) -> bool:
     return False
 
 
-def sniff_kind(head: bytes, relpath: str) -> str:
+def sniff_kind(head: bytes, relpath: str, _stripped: bool = False) -> str:
     """Decide an input kind from the first bytes of content, with the path as a hint."""
     name = relpath.rsplit("/", 1)[-1].lower()
     if not head:
@@ -196,12 +196,34 @@ def sniff_kind(head: bytes, relpath: str) -> str:
             # stack lines dominate (a dump, not a log); a faulthandler dump inside a log is left to the rank_log parser
             if len(_STACK_LINE.findall(head)) * 5 >= len(body) * 2 and (gdb_hang or _FH_FIRST.match(body[0])):
                 return "stack_dump"
+    if _HEADLESS_FRAME.search(padded) and _headless_stack(head):
+        return "pyspy"  # frames without py-spy's Process/Thread header (an excerpt pasted from a dump)
     need = max(2, lines // 2)
     if head.count(b"NCCL ") >= need and _count_at_least(_SNIFF_NCCL_NL, padded, need):
         return "nccl_log"  # (every _NCCL_LINE match holds its own "NCCL ")
     if "dmesg" in name or name in ("syslog", "kern.log") or _count_at_least(_SNIFF_DMESG_NL, padded, max(1, lines // 2)):
         return "dmesg"
+    if not _stripped:
+        # A log shipper's stamps/ids in front of every line hide what the lines are: judge them without it.
+        from parsers.learned_prefix import strip_head
+        bare = strip_head(head)
+        if bare != head:
+            kind = sniff_kind(bare, relpath, _stripped=True)
+            if kind in ("pyspy", "stack_dump", "nccl_log"):
+                return kind
     return "rank_log"
+
+
+# py-spy's `func (file.py:line)` frame lines written flush left, as in excerpts pasted without the dump's header.
+_HEADLESS_FRAME = re.compile(rb"\n[ \t]*[\w.<>]+ +\([\w./<> -]+\.pyx?:\d+\)")
+_HEADLESS_LINE = re.compile(rb"^[ \t]*[\w.<>]+ +\([\w./<> -]+\.pyx?:\d+\)[ \t]*(?:#.*)?$")
+
+
+def _headless_stack(head: bytes) -> bool:
+    """Most non-blank lines are py-spy frame lines (and there are at least three)."""
+    body = [ln for ln in head.splitlines() if ln.strip()]
+    frames = sum(1 for ln in body if _HEADLESS_LINE.match(ln))
+    return frames >= 3 and frames * 5 >= len(body) * 3
 
 
 _CONTROL_BYTES = bytes(range(0, 9)) + bytes(range(14, 32))

@@ -58,6 +58,7 @@ def evidence_gaps(tables, verdict) -> list[dict]:
         gaps.append({"missing": "timestamps on log lines",
                      "why": "Without times the order of events across ranks is inferred from log positions.",
                      "how": "logging.basicConfig(format='%(asctime)s %(message)s') or pipe through `ts` (moreutils)"})
+    gaps.extend(_verdict_gaps(tables, verdict))
     gaps.extend(bundle_gaps(tables.meta, cat))
     return gaps
 
@@ -73,6 +74,31 @@ def lines_carry_times(tables, sample: int = 200) -> bool:
     ev = tables.events
     messages = ev["message"].dropna().astype(str).head(sample) if len(ev) else []
     return any(_TIME_TEXT.search(m) for m in messages)
+
+
+def _verdict_gaps(tables, verdict) -> list[dict]:
+    """What would name the cause of an unexplained failure, or show a failure behind a hedged 'no failure'."""
+    cat = verdict.category if verdict else None
+    out = []
+    kinds = set(tables.sources["kind"]) if len(tables.sources) else set()
+    if cat == "unknown" or (cat == "no_failure" and verdict.confidence < 0.6):
+        if "dmesg" not in kinds:
+            out.append({"missing": "kernel log of every node",
+                        "why": "A process that dies without a Python traceback (SIGKILL by the OOM killer, SIGSEGV, "
+                               "SIGBUS, a GPU Xid) leaves its reason only in the kernel log.",
+                        "how": "dmesg -T | tail -n 300 > $LOGDIR/dmesg.$(hostname).txt  (or journalctl -k --since ...)"})
+        if not len(tables.events) or not (tables.events["kind"].isin(["torchrun_failure", "exit"])).any():
+            out.append({"missing": "the launcher's exit summary and each rank's full stderr",
+                        "why": "The exit code or signal of every rank, and the first traceback, are what a cause "
+                               "is read from; a posted excerpt or a terminal scrollback cuts them off.",
+                        "how": "torchrun --log-dir $LOGDIR --redirects 3 --tee 3 ... and keep error.json "
+                               "(TORCHELASTIC_ERROR_FILE); or run the job under `postmortem collect`"})
+        if cat == "unknown" and "faulthandler" not in " ".join(kinds):
+            out.append({"missing": "Python stacks at the moment of the crash or hang",
+                        "why": "faulthandler prints every thread's stack on a fatal signal; py-spy shows where a "
+                               "hung rank waits.",
+                        "how": "PYTHONFAULTHANDLER=1 python train.py ...; on a hang: py-spy dump --pid PID"})
+    return out
 
 
 def bundle_gaps(meta: dict, cat: str | None) -> list[dict]:

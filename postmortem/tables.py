@@ -1,6 +1,7 @@
 """Stage 3: turn per-source parser rows into validated DataFrames, resolving ranks and the job's world size."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from itertools import repeat
 
@@ -84,11 +85,48 @@ def build(sources: list[Source], results: list) -> Tables:
     _resolve_hostpid_ranks(acc, meta["hostpid_rank"])
     frames = {name: schema.frame_from_columns(name, acc[name], counts[name]) for name in schema.TABLE_NAMES}
     frames["stacks"] = stacks_mod.join_ranks(frames["stacks"], meta["hostpid_rank"])  # dumped pids -> NCCL ranks
+    frames["stacks"] = traceback_stacks(frames["stacks"], frames["tracebacks"])
     for name, df in frames.items():
         schema.validate(name, df)
     meta.update(_world(frames))
     bundle.annotate(sources, frames, meta)  # sources.job, jobs/versions/clock notes, missing ranks
     return Tables(frames, meta)
+
+
+# Tracebacks that show where a rank *was*, not what went wrong: the user's Ctrl-C or the launcher's SIGTERM on a
+# hung job, a traceback cut off mid-print, a collective that gave up waiting. Their frames are that rank's stack.
+_WHERE_EXC = re.compile(r"KeyboardInterrupt|SignalException|SystemExit|<truncated>|Timeout|DistBackendError|"
+                        r"DistStoreError|ChildFailedError")
+_WHERE_MSG = re.compile(r"(?i)timed? ?out|got signal|SIGTERM|SIGINT|Terminated")
+
+
+def traceback_stacks(stacks: pd.DataFrame, tracebacks: pd.DataFrame) -> pd.DataFrame:
+    """`stacks` plus one stack per 'where was it' traceback of a rank (or rank-less file) that no dump covers."""
+    if tracebacks.empty:
+        return stacks
+    dumped = {(r if pd.notna(r) else s) for r, s in zip(stacks["rank"], stacks["source"])} if len(stacks) else set()
+    rows = []
+    for tb in tracebacks.itertuples(index=False):
+        frames = tb.frames or []
+        if len(frames) < 2:
+            continue
+        where = _WHERE_EXC.search(str(tb.exc_type)) or _WHERE_MSG.search(str(tb.exc_message)[:300])
+        if not where and stacks_mod.classify_frames(frames) != "collective_wait":
+            continue  # an ordinary exception outside a collective is an error, not a picture of a hang
+        if tb.exc_type == "<truncated>" and stacks_mod.classify_frames(frames) in ("unknown", "idle"):
+            continue  # an excerpt cut off before the frame that blocked says nothing about where the rank was
+        unit = tb.rank if pd.notna(tb.rank) else tb.source
+        if unit in dumped:
+            continue
+        outer = str(frames[-1].get("func", ""))
+        rows.append({"source": tb.source, "line": tb.line, "rank": tb.rank, "host": tb.host, "ts": tb.ts,
+                     "pid": None, "thread": None, "thread_name": "MainThread" if outer == "<module>" else None,
+                     "active": None, "owns_gil": None, "frames": frames,
+                     "signature": stacks_mod.signature(frames), "dump": f"traceback:{tb.source}:{tb.line}"})
+    if not rows:
+        return stacks
+    extra = schema.frame_from_columns("stacks", schema.to_columns(rows).data, len(rows))
+    return pd.concat([stacks, extra], ignore_index=True) if len(stacks) else extra
 
 
 def _fatal(res) -> bool:

@@ -533,7 +533,12 @@ GAPS: dict[str, dict[str, tuple[str, str]]] = {"zh": {
     "flight-recorder traces": ("flight recorder 记录", "它记录每个 rank 最后的集合通信（序号、操作、大小、状态），能直接指出落后或不匹配的 rank。"),
     "NCCL debug output": ("NCCL 调试输出", "NCCL WARN 行会指出 'unhandled system error' 等概括性错误背后的传输层、对端与 CUDA 错误。"),
     "nvidia-smi history": ("nvidia-smi 历史记录", "每张 GPU 的显存随时间变化能说明占用是逐渐增长还是在阶段切换时突增。"),
+    "kernel log of every node": ("每个节点的内核日志", "没有 Python 调用栈就死掉的进程（被 OOM killer 以 SIGKILL 杀死、SIGSEGV、"
+                                 "SIGBUS、GPU Xid）只在内核日志里留下原因。"),
     "kernel log": ("内核日志", "OOM killer 的日志行会写明被杀的进程号与其内存占用，可确认主机内存耗尽。"),
+    "the launcher's exit summary": ("启动器的退出摘要与每个 rank 完整的 stderr", "每个 rank 的退出码或信号以及第一个调用栈是判断原因的依据；"
+                                    "摘录或终端回滚会把它们截掉。"),
+    "Python stacks at the moment": ("崩溃或卡住时的 Python 调用栈", "faulthandler 会在致命信号时打印每个线程的调用栈；py-spy 能显示卡住的 rank 在等什么。"),
     "logs of ranks": ("部分 rank 的日志", "有些 rank 没有留下标明其 rank 的日志行；沉默的 rank 往往就是肇事者。"),
     "timestamps on log lines": ("日志行的时间戳", "没有时间，只能根据日志中的位置推断各 rank 之间事件的先后。"),
     "logs of a single job": ("单个任务的日志", "输入中混有多个任务的文件。"),

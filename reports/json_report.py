@@ -27,6 +27,7 @@ def to_dict(analysis) -> dict:
         "findings": [f.to_dict() for f in analysis.finding_list],
         "evidence_gaps": list(analysis.evidence_gaps),
         "sources": sources,
+        **({"rule_errors": list(meta["rule_errors"])} if meta.get("rule_errors") else {}),
     }
 
 

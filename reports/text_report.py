@@ -65,6 +65,8 @@ def render_text(analysis, width: int = 100) -> str:
                f"{_ranges(meta.get('ranks_seen', []))}")
     for _, r in bad.head(20).iterrows():
         out.append(f"  skipped/partial: {r['source']}: {r['problem']}")
+    for err in analysis.tables.meta.get("rule_errors") or []:
+        out.append(f"  rule error (its finding is missing): {err}")
     return terminal_safe("\n".join(out) + "\n")
 
 

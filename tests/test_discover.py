@@ -71,7 +71,7 @@ def test_missing_path_raises():
 
 # ---- the fast sniff (literal gates, newline-anchored copies of the line regexes) decides as the plain cascade
 
-def _plain_sniff_kind(head: bytes, relpath: str) -> str:
+def _plain_sniff_kind(head: bytes, relpath: str, _stripped: bool = False) -> str:
     """sniff_kind as a plain cascade: every regex over the whole head, no gates (the reference)."""
     d = discover_mod
     name = relpath.rsplit("/", 1)[-1].lower()
@@ -108,10 +108,17 @@ def _plain_sniff_kind(head: bytes, relpath: str) -> str:
         body = [ln for ln in head.splitlines() if ln.strip()]
         if len(d._STACK_LINE.findall(head)) * 5 >= len(body) * 2 and (gdb_hang or d._FH_FIRST.match(body[0])):
             return "stack_dump"
+    if d._headless_stack(head):
+        return "pyspy"
     if len(d._NCCL_LINE.findall(head)) >= max(2, lines // 2):
         return "nccl_log"
     if len(d._DMESG_LINE.findall(head)) >= max(1, lines // 2) or "dmesg" in name or name in ("syslog", "kern.log"):
         return "dmesg"
+    if not _stripped:
+        from parsers.learned_prefix import strip_head
+        bare = strip_head(head)
+        if bare != head and _plain_sniff_kind(bare, relpath, True) in ("pyspy", "stack_dump", "nccl_log"):
+            return _plain_sniff_kind(bare, relpath, True)
     return "rank_log"
 
 

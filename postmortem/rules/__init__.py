@@ -10,7 +10,7 @@ from typing import Callable, Iterable
 
 from postmortem.findings import CATEGORIES, SEVERITIES, Finding
 
-BUILTIN_FAMILIES = ("memory", "collectives", "hangs", "io", "numerics", "hardware", "crash")
+BUILTIN_FAMILIES = ("memory", "collectives", "hangs", "io", "numerics", "hardware", "crash", "endstate")
 
 
 @dataclass(frozen=True)
@@ -119,5 +119,7 @@ def run_rules(tables, rules: list[Rule] | None = None) -> list[Finding]:
                     f.severity = r.severity
                 out.append(f)
         except Exception as exc:  # a buggy (user) rule must not take the analysis down
+            if os.environ.get("POSTMORTEM_STRICT_RULES") == "1":  # the test suite: a rule that raises is a bug
+                raise
             tables.meta.setdefault("rule_errors", []).append(f"{r.id}: {type(exc).__name__}: {exc}")
     return out

@@ -200,6 +200,10 @@ def straggler(tables):
     for r in lag:
         candidates.append((r, lag_why))
     work = _work_evidence(tables, waits)
+    weak_work = False
+    if work is None and len(waits):
+        work = _line_before_wait(tables, waits)
+        weak_work = work is not None
     if not candidates and work is None:
         return []
     culprit = Counter(r for r, _ in candidates).most_common(1)[0][0] if candidates else None
@@ -211,6 +215,8 @@ def straggler(tables):
         conf = 0.6
     elif len(reasons) >= 2:
         conf = 0.65
+    if weak_work:  # only a line's position says it was the work: hedge
+        conf = min(conf, 0.55)
     what = work[1] if work is not None else "non-collective work (no progress line shows which)"
     timeout = _timeout_s(waits)
     evidence = facts.evidence_from(waits, 3) + (facts.evidence_from(mpf, 1, text_col="exc_type") if len(mpf) else [])
@@ -240,8 +246,48 @@ def _timeout_s(waits: pd.DataFrame) -> float | None:
     return None
 
 
+WORK_KINDS = ("checkpoint_save", "checkpoint_load", "eval_start", "sample_start", "data_prep")
+_WORK_WORDS = {"checkpoint_save": "saving a checkpoint", "checkpoint_load": "loading a checkpoint",
+               "eval_start": "evaluation", "sample_start": "sampling/generation", "data_prep": "data preparation"}
+
+
+def _started_with(tables, waits: pd.DataFrame):
+    """Work announced when the timed-out collective started (its timeout's time minus how long it ran): with
+    timestamps, the line that coincides with the start of the wait is what the missing rank went to do."""
+    work = facts.ev(tables, WORK_KINDS + ("before_wait",))
+    if work.empty or waits.empty:
+        return None
+    work_ts = pd.to_datetime(work["ts"], utc=True, errors="coerce")
+    best = None
+    for w in waits.itertuples(index=False):
+        d = w.details or {}
+        ran_ms = d.get("elapsed_ms") or d.get("timeout_ms")
+        t = pd.to_datetime(w.ts, utc=True, errors="coerce")
+        if not ran_ms or pd.isna(t):
+            continue
+        start = t - pd.Timedelta(milliseconds=int(ran_ms))
+        slack = pd.Timedelta(seconds=max(60.0, int(ran_ms) / 1000 * 0.05))
+        near = (work_ts - start).abs()
+        ok = near[near <= slack]
+        if len(ok):
+            i = ok.idxmin()
+            if best is None or ok[i] < best[0]:
+                best = (ok[i], work.loc[i])
+    if best is None:
+        return None
+    row = best[1]
+    what = _WORK_WORDS.get(row["kind"], f"'{str(row['message'])[:80]}'")
+    return (Evidence(row["source"], facts._int(row["line"]), facts._int(row["rank"]), str(row["message"])[:200]),
+            f"{what}, announced when the collective that timed out began")
+
+
 def _work_evidence(tables, waits: pd.DataFrame):
-    """The last non-training progress (data prep / eval / sampling) or data-prep line before the timeouts."""
+    """What the missing rank was doing: work announced when the timed-out collective began (timestamps), else
+    the last non-training progress (data prep / eval / sampling) or data-prep line, else the last ordinary line
+    printed before the first timeout by a rank that is not among the waiting ones."""
+    timed = _started_with(tables, waits)
+    if timed is not None:
+        return timed
     st = tables.steps
     work = st[st["phase"].isin(["data", "eval", "sample"])]
     prep = facts.ev(tables, "data_prep")
@@ -256,3 +302,17 @@ def _work_evidence(tables, waits: pd.DataFrame):
     p = prep.iloc[-1]
     return (Evidence(p["source"], facts._int(p["line"]), facts._int(p["rank"]), str(p["message"])[:200]),
             "data preparation")
+
+
+def _line_before_wait(tables, waits: pd.DataFrame):
+    """The last ordinary line printed before the first timeout, by a rank that is not waiting (or unranked)."""
+    before = facts.ev(tables, "before_wait")
+    if before.empty:
+        return None
+    waiting = set(facts.ranks_of(waits))
+    before = before[before["rank"].isna() | ~before["rank"].isin(list(waiting))]
+    if before.empty:
+        return None
+    b = before.iloc[-1]
+    return (Evidence(b["source"], facts._int(b["line"]), facts._int(b["rank"]), str(b["message"])[:200]),
+            f"'{str(b['message']).strip()[:80]}' (the last line printed before the timeouts)")

@@ -1,6 +1,8 @@
 """Rules for ordinary crashes and bare timeouts: the earliest non-cascade exception; timeouts nothing explains."""
 from __future__ import annotations
 
+import pandas as pd
+
 from postmortem.findings import Finding
 from postmortem.sentences import ranks_phrase
 from postmortem.rules import facts, rule
@@ -49,7 +51,10 @@ def _explained(tables, row) -> bool:
 
 
 def _na(v) -> bool:
-    return v is None or (v != v)
+    try:
+        return v is None or bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False
 
 
 @rule(id="bare-collective-timeout", title="A collective timed out", category="collective_timeout",

@@ -21,11 +21,16 @@ APP_XIDS = {13, 31, 43, 45, 69}   # usually the application (illegal access, kil
       false_positives=("Xid 13/31/43 are mostly application bugs (illegal memory access), not hardware.",))
 def gpu_hardware(tables):
     hw = facts.ev(tables, ("gpu_hw", "kernel_xid", "kernel_gpu_error"))
+    # A corrected PCIe AER error was fixed by the hardware: a hint for the admins, never a failure.
+    hw = hw[[not _corrected(a, m) for a, m in zip(hw["details"], hw["message"])]] if len(hw) else hw
+    launch = facts.ev(tables, "cuda_error")
+    launch = launch[launch["details"].map(lambda a: bool(a.get("launch")) or a.get("driver") == "LAUNCH_FAILED")] \
+        if len(launch) else launch
     gpu = tables.gpu
     lost = gpu[gpu["lost"].map(lambda v: v is True)] if len(gpu) else gpu
     ecc = gpu[gpu["ecc_uncorrected"].fillna(0) > 0] if len(gpu) else gpu
     if hw.empty and lost.empty and ecc.empty:
-        return []
+        return _launch_failure(launch)
     app_only = len(hw) and all(_xid(a) in APP_XIDS for a in hw["details"]) and lost.empty and ecc.empty
     conf = 0.45 if app_only else 0.9
     why = []
@@ -106,11 +111,27 @@ def nccl_failure(tables):
 
 
 def _dev_ranks(df: pd.DataFrame) -> list[int]:
-    ranks = facts.ranks_of(df)
-    if ranks:
-        return ranks[:1]
-    devs = [a.get("dev") for a in df["details"] if a.get("dev") is not None]
-    return [int(devs[0])] if devs and len({d for d in devs}) == 1 and False else []
+    # Only a rank stated by the line counts: the CUDA device index in an NCCL line is a local index, not a rank.
+    return facts.ranks_of(df)[:1]
+
+
+def _corrected(details: dict, message) -> bool:
+    return (details or {}).get("severity") == "corrected" or "AER: Corrected" in str(message)
+
+
+def _launch_failure(launch: pd.DataFrame) -> list[Finding]:
+    """'unspecified launch failure' with no Xid/ECC line: hedged, since a kernel bug can print it too."""
+    if launch.empty:
+        return []
+    return [Finding(rule="gpu-hardware-fault", category="gpu_hardware", confidence=0.45, severity="critical",
+                    title="CUDA 'unspecified launch failure' (a GPU fault is the usual cause)",
+                    explanation=f"{str(launch.iloc[0]['message'])[:200]}. A kernel that dies without an illegal "
+                                "address or an assert is what an unstable GPU reports (power, heat, a failing "
+                                "board); a kernel bug is the other possibility. The kernel log's Xid line decides.",
+                    remediation="Check `dmesg -T | grep -i xid` and `nvidia-smi -q -d POWER,TEMPERATURE,ECC`; rerun "
+                                "on other GPUs or one GPU at a time; check the power supply under full load.",
+                    culprit_ranks=facts.ranks_of(launch)[:1], evidence=facts.evidence_from(launch, 3),
+                    order=facts.order_key(launch.iloc[0]), explains=("collective_timeout", "rank_crash", "unknown"))]
 
 
 @rule(id="ddp-unused-parameters", title="DDP: parameters that did not take part in the loss",

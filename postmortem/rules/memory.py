@@ -8,7 +8,7 @@ from postmortem.sentences import ranks_phrase, sentence_case
 from postmortem.rules import facts, rule
 from postmortem.rules.phase import infer_phase
 
-ALLOCATOR_GROUPS = ("dev", "kernel", "thc", "cublas")   # Python-side OOMs (NCCL's own are nccl_error evidence)
+ALLOCATOR_GROUPS = ("dev", "kernel", "thc", "thc2", "req2", "cublas")   # Python-side OOMs (NCCL's own are nccl_error evidence)
 
 
 def _python_ooms(tables) -> pd.DataFrame:

@@ -31,7 +31,11 @@ def nan_loss(tables):
     step = None
     if len(st_nan) and st_nan.iloc[0]["step"] == st_nan.iloc[0]["step"]:
         step = int(st_nan.iloc[0]["step"])
-    why = "The loss turned non-finite" + (f" at step {step}" if step is not None else "")
+    culprit = _first_nan_ranks(tables, nan, st_nan)
+    if step is None and len(culprit) == 1:
+        step = facts.rank_value(tables, culprit[0], "last_step")
+    why = "The loss turned non-finite" + (f" on rank {culprit[0]}" if len(culprit) == 1 else "") + (
+        f" at step {step}" if step is not None else "")
     if len(warn):
         w = warn.iloc[0]
         why += f", after the warning '{str(w['message'])[:120]}' (line {w['line']}), which names the operation"
@@ -41,6 +45,30 @@ def nan_loss(tables):
                     remediation="Guard the operation named by the first warning (add eps to log/division inputs, "
                                 "filter degenerate samples), lower the learning rate or fix the warmup schedule, "
                                 "clip gradients; torch.autograd.set_detect_anomaly(True) finds the first NaN.",
-                    culprit_ranks=facts.ranks_of(nan) if len(facts.ranks_of(nan)) == 1 and len(tables.meta.get('ranks_seen', [])) <= 1 else [], step=step,
+                    culprit_ranks=culprit, step=step,
                     evidence=facts.evidence_from(warn, 2) + facts.evidence_from(nan, 4),
                     order=facts.order_key(first), explains=("rank_crash", "collective_timeout"))]
+
+
+def _first_nan_ranks(tables, nan, st_nan) -> list[int]:
+    """The rank(s) where NaN/Inf shows first: the only ranks that report it while others do not, else the earliest
+    by time; none when every rank turns NaN together (DDP averages one rank's NaN into every rank at once)."""
+    import pandas as pd
+    both = pd.concat([nan[["rank", "ts"]], st_nan[["rank", "ts"]]]) if len(st_nan) else nan[["rank", "ts"]]
+    both = both[both["rank"].notna()]
+    if both.empty:
+        return []
+    bad = sorted(int(r) for r in both["rank"].unique())
+    seen = set(tables.meta.get("ranks_seen", [])) | set(facts.world_ranks(tables))
+    if len(bad) == 1:
+        return bad
+    if len(bad) < len(seen):
+        return bad if len(bad) * 2 <= len(seen) else []
+    timed = both[both["ts"].notna()]
+    if timed["rank"].nunique() == len(bad):
+        first = timed.assign(t=pd.to_datetime(timed["ts"], utc=True, errors="coerce")).groupby("rank")["t"].min()
+        earliest = first.min()
+        lead = [int(r) for r, t in first.items() if t == earliest]
+        if len(lead) == 1 and (first.sort_values().iloc[1] - earliest).total_seconds() >= 1:
+            return lead
+    return []

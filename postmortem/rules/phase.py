@@ -111,32 +111,40 @@ def phase_from_context(tables, source: str, line: int, rank) -> tuple[str | None
     return (best[1], best[2]) if best else (None, None)
 
 
-def _size_gib(text: str | None) -> float | None:
-    if not text:
-        return None
-    m = re.match(r"([\d.]+)\s*([KMGTPE]?)i?B", text.strip())
-    if not m:
-        return 0.0 if text.strip().startswith("0 bytes") else None
-    scale = {"": 1 / 1024 ** 3, "K": 1 / 1024 ** 2, "M": 1 / 1024, "G": 1, "T": 1024, "P": 1024 ** 2, "E": 1024 ** 3}
-    return float(m.group(1)) * scale[m.group(2)]
+# Words in the failing message (or the warning that carries it) that name what the process was doing. They are
+# the names of the operations (PyTorch/HF APIs), not any one job's wording.
+MESSAGE_PHASES = [
+    ("checkpoint", re.compile(r"(?i)state_dict|clone\(\) tensor|save_(?:model|pretrained|checkpoint)|\bsaving\b|"
+                              r"consolidat|full_state_dict|checkpoint(?:ing)? ")),
+    ("init", re.compile(r"(?i)from_pretrained|loading checkpoint shards|load_state_dict|\bloading (?:the )?model")),
+    ("sample", re.compile(r"(?i)\bgenerat(?:e|ing|ion)\b|\bsampl(?:e|ing)\b")),
+    ("eval", re.compile(r"(?i)\bevaluat|\bvalidat|\bpredict(?:ion)?\b")),
+]
 
 
-def allocation_share(oom_text: str, detail_attrs: dict | None) -> float | None:
-    """Requested allocation as a share of the GPU's capacity, when the OOM message states both."""
-    m = re.search(r"Tried to allocate ([\d.]+ ?[KMGTPE]?i?B)", oom_text)
-    total = (detail_attrs or {}).get("total")
-    if not total:
-        t = re.search(r"([\d.]+ \w+) total capac|total capac(?:i)?ty of ([\d.]+ \w+)", oom_text)
-        total = t and (t.group(1) or t.group(2))
-    req, tot = _size_gib(m.group(1)) if m else None, _size_gib(total)
-    if req is None or not tot:
+def phase_from_message(text: str) -> tuple[str | None, str | None]:
+    """A phase named by the failing message itself (`Failed to clone() tensor ... state_dict` -> checkpoint)."""
+    for phase, rx in MESSAGE_PHASES:
+        m = rx.search(text or "")
+        if m:
+            return phase, f"the message names {m.group(0).strip()!r}"
+    return None, None
+
+
+def after_training_end(tables, source: str, line: int) -> str | None:
+    """The end-of-training marker that precedes a line in its file (what the framework prints when training is
+    over), or None: what follows it is saving, evaluating or exporting, not training."""
+    ev = tables.events
+    ends = ev[(ev["kind"] == "end_marker") & (ev["source"] == source) & (ev["line"] < line)] if len(ev) else ev
+    if ends.empty:
         return None
-    return req / tot
+    e = ends.iloc[-1]
+    return f"training had already ended ('{str(e['message'])[:60]}', line {e['line']})"
 
 
 def infer_phase(tables, oom_row: pd.Series, tb_row: pd.Series | None, step: int | None,
-                detail_attrs: dict | None) -> PhaseGuess:
-    """Combine frames, context markers, period arithmetic, batch echoes and allocation size into a phase guess."""
+                detail_attrs: dict | None = None) -> PhaseGuess:
+    """Combine frames, the message, context markers, period arithmetic and batch echoes into a phase guess."""
     votes: dict[str, list[tuple[float, str]]] = {}
 
     def vote(phase, weight, why):
@@ -147,8 +155,18 @@ def infer_phase(tables, oom_row: pd.Series, tb_row: pd.Series | None, step: int 
         phase, func = phase_from_frames(tb_row["frames"])
         if phase:
             vote(phase, 0.9, f"the traceback passes through {func}()")
+    phase, why = phase_from_message(str(oom_row["message"]))
+    vote(phase, 0.8, why)
+    ended = after_training_end(tables, oom_row["source"], int(oom_row["line"]))
     phase, why = phase_from_context(tables, oom_row["source"], int(oom_row["line"]), oom_row["rank"])
-    vote(phase, 0.7, why)
+    if not (ended and phase == "train"):  # lines after the end marker are not training
+        vote(phase, 0.7, why)
+    if ended and not votes:
+        vote("checkpoint", 0.45, ended + ": what runs then is the final save (or an evaluation)")
+    elif ended:
+        for p in list(votes):
+            if p != "train":
+                vote(p, 0.15, ended)
     cfg = config_values(tables)
     phase, why = phase_from_periods(step, cfg)
     vote(phase, 0.6, why)
@@ -157,14 +175,6 @@ def infer_phase(tables, oom_row: pd.Series, tb_row: pd.Series | None, step: int 
         vote(phase, 0.3, why)
     elif phase:
         vote(phase, 0.25, why)
-    share = allocation_share(str(oom_row["message"]), detail_attrs)
-    if share is not None:
-        if share >= 0.25:
-            vote("eval", 0.35, f"one allocation of {share:.0%} of the GPU: a pass with much larger tensors than the "
-                               "training steps that ran before (evaluation or sampling)")
-        elif share < 0.05:
-            vote("train", 0.3, f"a small allocation ({share:.1%} of the GPU) tipped it over: memory was full from the "
-                               "steady-state training step")
     if not votes:
         return PhaseGuess()
     scored = sorted(((min(1.0, sum(w for w, _ in v)), p) for p, v in votes.items()), reverse=True)

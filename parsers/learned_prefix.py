@@ -1,0 +1,134 @@
+"""Collector prefixes learned from a file's own lines: the arrival stamps, job ids, rank tags and separators that log
+shippers (Kubernetes, Determined, CloudWatch, fluentd, `ts`) put in front of every line, in shapes no fixed list
+names.
+
+A prefix is learned only when most of the file's first lines start with the same run of tokens, and every token
+of the run is one a collector writes: a timestamp, a rank tag, an id that is the same on every line, or a
+separator. Words are never prefix tokens, so `INFO`, `{'loss':` or `Epoch` can never be stripped.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+MAX_TOKENS = 6
+MIN_SHARE = 0.6
+
+_TS = re.compile(r"^[\[(]?(?:\d{4}[-/]\d\d[-/]\d\d(?:[T _]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?)?"
+                 r"|\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?[\])]?:?$")
+_RANK = re.compile(r"^[\[(<]?(?:global_?)?rank[=:#_ ]?(?P<rank>\d{1,6})[\])>]?:?$", re.I)
+_SEPARATOR = re.compile(r"^(?:\|{1,2}|-{1,2}|>{1,2}|::?|»|\|>)$")
+_ID = re.compile(r"^[\[(]?[\w.@:/-]{1,48}[\])]?:?$")
+_DIGIT = re.compile(r"\d+")
+
+
+def _token_class(tok: str) -> str | None:
+    """The collector role of one token (its shape, for comparing lines), or None when it cannot be a prefix."""
+    if _TS.match(tok):
+        return "ts"
+    if _RANK.match(tok):
+        return "rank"
+    if _SEPARATOR.match(tok):
+        return "sep:" + tok
+    if _ID.match(tok) and any(c.isdigit() for c in tok):
+        return "id"
+    return None
+
+
+@dataclass(frozen=True)
+class LearnedPrefix:
+    """A learned run of collector tokens: how many, and which of them carry a timestamp or a rank."""
+    tokens: int
+    classes: tuple[str, ...]
+    ids: tuple[str | None, ...]   # the constant value of each `id` token (None for other classes)
+
+    def strip(self, line: str) -> tuple[str, dict]:
+        """The line without the prefix (one separating space removed, indentation kept) and what it said."""
+        pos, info = 0, {}
+        for cls, const in zip(self.classes, self.ids):
+            while pos < len(line) and line[pos] == " ":
+                pos += 1
+            end = line.find(" ", pos)
+            if end < 0:
+                return line, {}
+            tok = line[pos:end]
+            if _token_class(tok) != cls or (const is not None and tok != const):
+                return line, {}
+            if cls == "ts":  # a date and a time as two tokens make one timestamp
+                info["ts"] = (info["ts"] + " " if "ts" in info else "") + tok.strip("[]():")
+            elif cls == "rank":
+                info.setdefault("rank", int(_RANK.match(tok).group("rank")))
+            pos = end
+        return line[pos + 1:], info
+
+
+def learn(head_lines: list[str]) -> LearnedPrefix | None:
+    """The collector prefix most of these lines share, or None (fewer than 3 lines, or no shared run)."""
+    lines = [ln for ln in head_lines if ln.strip()]
+    if len(lines) < 3:
+        return None
+    runs = []
+    for ln in lines:
+        run = []
+        for tok in ln.split(" ", MAX_TOKENS)[:-1]:  # the last piece is the message, never a prefix token
+            cls = _token_class(tok) if tok else None
+            if cls is None:
+                break
+            run.append((cls, tok))
+        runs.append(run)
+    best = None
+    for k in range(1, MAX_TOKENS):
+        shapes = Counter(tuple(c for c, _ in run[:k]) for run in runs if len(run) >= k)
+        if not shapes:
+            break
+        shape, n = shapes.most_common(1)[0]
+        if n < MIN_SHARE * len(lines):
+            break
+        ids = []
+        for i, cls in enumerate(shape):
+            if cls != "id":
+                ids.append(None)
+                continue
+            values = Counter(run[i][1] for run in runs if len(run) >= k and tuple(c for c, _ in run[:k]) == shape)
+            value, m = values.most_common(1)[0]
+            if m < MIN_SHARE * len(lines):  # an id that changes from line to line is content, not a collector's tag
+                ids = None
+                break
+            ids.append(value)
+        if ids is None:
+            break
+        best = LearnedPrefix(k, shape, tuple(ids))
+    if best is None or not any(c in ("ts", "rank") for c in best.classes):
+        return None  # separators and ids alone are too weak to strip on
+    return best
+
+
+def strip_stream(items, head: int = 64):
+    """(line number, line) pairs with a learned collector prefix removed from every line (unchanged when the first
+    `head` lines share none)."""
+    items = iter(items)
+    buf = []
+    for item in items:
+        buf.append(item)
+        if len(buf) >= head:
+            break
+    prefix = learn([ln for _, ln in buf])
+    if prefix is None:
+        yield from buf
+        yield from items
+        return
+    for lineno, ln in buf:
+        yield lineno, prefix.strip(ln)[0]
+    for lineno, ln in items:
+        yield lineno, prefix.strip(ln)[0]
+
+
+def strip_head(head: bytes) -> bytes:
+    """The first bytes of a file with a learned collector prefix removed from each line (for sniffing its kind)."""
+    text = head.decode("utf-8", "replace")
+    lines = text.split("\n")
+    prefix = learn(lines[:64])
+    if prefix is None:
+        return head
+    return "\n".join(prefix.strip(ln)[0] for ln in lines).encode("utf-8")

@@ -1,0 +1,232 @@
+"""Stage 4: where every rank was when the job stopped (the `ranks` table), built once from the tables, before rules.
+
+One row per rank of the world (ranks known only from the world size too). Each fact keeps the evidence row it came
+from (`*_at`: "source:line"), so a rule or a reader can go back to the line.
+"""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from postmortem import stacks as stacks_mod
+
+COLUMNS = ["rank", "host", "last_step", "last_step_ts", "last_step_at", "last_ts", "last_activity",
+           "last_activity_at", "last_enqueued", "last_started", "last_completed", "collective_at", "waiting",
+           "stack_class", "stack_where", "stack_signature", "stack_at", "first_error", "first_error_ts",
+           "first_error_at", "exit", "exit_at", "files"]
+
+ACTIVITIES = ("train", "eval", "sample", "checkpoint_save", "checkpoint_load", "data_prep", "logging", "exiting",
+              "collective", "unknown")
+
+# What a stack class says the rank was doing.
+_STACK_ACTIVITY = {"collective_wait": "collective", "data_loading": "data_prep", "logging": "logging",
+                   "checkpoint_io": "checkpoint_save", "compute": "train", "sleep_lock": "unknown",
+                   "idle": "unknown", "unknown": "unknown"}
+# What an event kind says the rank was doing when it printed it.
+_EVENT_ACTIVITY = {"checkpoint_save": "checkpoint_save", "checkpoint_load": "checkpoint_load", "eval_start": "eval",
+                   "sample_start": "sample", "data_prep": "data_prep", "wandb": "logging", "exit": "exiting",
+                   "teardown": "exiting", "end_marker": "exiting", "watchdog_timeout": "collective",
+                   "collective_timeout": "collective", "watchdog_status": "collective", "store_error": "collective"}
+_STEP_ACTIVITY = {"train": "train", "eval": "eval", "sample": "sample", "data": "data_prep"}
+WAIT_KINDS = ("watchdog_timeout", "collective_timeout", "watchdog_status", "store_error")
+ERROR_KINDS = ("oom", "host_oom", "killed", "dataloader", "checkpoint_error", "enospc", "nccl_error", "nccl_warn",
+               "gpu_hw", "cuda_error", "nan", "ddp_error", "collective_mismatch", "error", "fatal_signal",
+               "collective_error") + WAIT_KINDS
+_SIGNAL_NAMES = {"9": "SIGKILL", "15": "SIGTERM", "6": "SIGABRT", "11": "SIGSEGV", "7": "SIGBUS", "2": "SIGINT"}
+
+
+def _at(source, line) -> str | None:
+    if source is None or (isinstance(source, float) and source != source):
+        return None
+    return f"{source}:{int(line)}" if line is not None and not pd.isna(line) else str(source)
+
+
+def _ts(v):
+    if v is None or (not isinstance(v, pd.Timestamp) and pd.isna(v)):
+        return None
+    try:
+        t = pd.Timestamp(v)
+    except (ValueError, TypeError):
+        return None
+    if t.tzinfo is None:
+        t = t.tz_localize("UTC")
+    return t
+
+
+def _ranked(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["rank"].notna()] if len(df) else df
+
+
+def world(tables) -> list[int]:
+    """Every rank of the job: 0..world_size-1 when the size is known (and sane), plus every rank seen."""
+    ws = tables.meta.get("world_size")
+    ranks = set(int(r) for r in tables.meta.get("ranks_seen", []))
+    if ws and ws <= 65_536:
+        ranks |= set(range(int(ws)))
+    return sorted(ranks)
+
+
+def _exit_of(details: dict, kind: str, message: str) -> str | None:
+    """An exit as 'code N' / 'SIGNAME' from a launcher summary, error file or shell line."""
+    if kind == "killed":
+        return "SIGKILL"
+    if kind == "fatal_signal":
+        return details.get("signame") or "signal"
+    sig = details.get("signal")
+    if sig:
+        return str(sig)
+    for key in ("exitcode", "code", "code2", "code3", "code4", "code5"):
+        v = details.get(key)
+        if v is not None and str(v) not in ("", "None"):
+            v = str(v)
+            if v.startswith("-") and v[1:] in _SIGNAL_NAMES:
+                return _SIGNAL_NAMES[v[1:]]
+            return f"code {v}"
+    return None
+
+
+def rank_state(tables) -> pd.DataFrame:
+    """The `ranks` table: one row per rank with its last step, last activity, collective counters, end stack,
+    first error and exit, each with the evidence it came from."""
+    rows = {r: {"rank": r} for r in world(tables)}
+
+    def row(r):
+        return rows.setdefault(int(r), {"rank": int(r)})
+
+    # files: a rank's own log files
+    src = tables.sources
+    for r, s in zip(src["rank"], src["source"]):
+        if pd.notna(r):
+            row(r).setdefault("files", []).append(s)
+
+    # host and last timestamp from every attributed row
+    for name in ("events", "steps", "tracebacks", "stacks"):
+        df = _ranked(tables[name])
+        if df.empty:
+            continue
+        for r, h in df.groupby("rank")["host"].agg(lambda s: s.dropna().mode().iloc[0] if s.notna().any() else None).items():
+            if h is not None:
+                row(r).setdefault("host", h)
+        if df["ts"].notna().any():
+            for r, t in df.groupby("rank")["ts"].max().items():
+                t = _ts(t)
+                cur = row(r).get("last_ts")
+                if t is not None and (cur is None or t > cur):
+                    row(r)["last_ts"] = t
+
+    # last training step
+    st = _ranked(tables.steps)
+    st = st[st["step"].notna()] if len(st) else st
+    train = st[st["phase"] == "train"] if len(st) else st
+    if len(train):
+        idx = train.groupby("rank")["step"].idxmax()
+        for r, i in idx.items():
+            rec = train.loc[i]
+            row(r).update(last_step=int(rec["step"]), last_step_ts=_ts(rec["ts"]),
+                          last_step_at=_at(rec["source"], rec["line"]))
+
+    # last activity: the latest of progress rows and activity events, by file position (time when known)
+    acts: list[tuple] = []
+    if len(st):
+        last_rows = st.sort_values(["source", "line"]).groupby("rank").tail(1)
+        for rec in last_rows.itertuples(index=False):
+            acts.append((int(rec.rank), rec.source, rec.line, rec.ts, _STEP_ACTIVITY.get(rec.phase, "train")))
+    ev = _ranked(tables.events)
+    if len(ev):
+        act_ev = ev[ev["kind"].isin(list(_EVENT_ACTIVITY))]
+        for rec in act_ev.sort_values(["source", "line"]).groupby("rank").tail(1).itertuples(index=False):
+            acts.append((int(rec.rank), rec.source, rec.line, rec.ts, _EVENT_ACTIVITY[rec.kind]))
+    best: dict[int, tuple] = {}
+    for r, source, line, ts, act in acts:
+        key = (0, _ts(ts).value) if _ts(ts) is not None else (1, str(source), int(line) if pd.notna(line) else 0)
+        if r not in best or key > best[r][0]:
+            best[r] = (key, act, _at(source, line))
+    for r, (_, act, at) in best.items():
+        row(r).update(last_activity=act, last_activity_at=at)
+
+    # collectives: counters per rank (watchdog/FR), and whether the rank reported waiting
+    coll = _ranked(tables.collectives)
+    if len(coll):
+        for r, g in coll.groupby("rank"):
+            rr = row(r)
+            for col, name in (("last_enqueued", "last_enqueued"), ("last_completed", "last_completed")):
+                v = g[col].dropna()
+                if len(v):
+                    rr[name] = int(v.max())
+            started = g["seq"].dropna()
+            if len(started):
+                rr["last_started"] = int(started.max())
+            last = g.sort_values(["source", "line"]).iloc[-1]
+            rr["collective_at"] = _at(last["source"], last["line"])
+    if len(ev):
+        for r in ev[ev["kind"].isin(WAIT_KINDS)]["rank"].unique():
+            row(r)["waiting"] = True
+
+    # end stack: the latest main-thread stack per rank (dumps, or a traceback that shows where the rank was)
+    stk = _ranked(tables.stacks)
+    if len(stk):
+        stk = stk[~stk["frames"].map(stacks_mod.is_launcher)]
+        main = stk[(stk["thread_name"] == "MainThread") | stk["thread_name"].isna()]
+        main = main if len(main) else stk
+        for rec in main.sort_values(["source", "line"]).groupby("rank").tail(1).itertuples(index=False):
+            cls = stacks_mod.classify_frames(rec.frames)
+            uf = stacks_mod.blocking_frame(rec.frames) or stacks_mod.last_user_frame(rec.frames) or {}
+            rr = row(rec.rank)
+            rr.update(stack_class=cls, stack_signature=rec.signature, stack_at=_at(rec.source, rec.line),
+                      stack_where=f"{uf.get('func')} ({stacks_mod.short_file(uf.get('file'))}:{uf.get('line')})"
+                      if uf else None)
+            if cls == "collective_wait":
+                rr["waiting"] = True
+            act = _STACK_ACTIVITY.get(cls, "unknown")
+            if act != "unknown" or "last_activity" not in rr:
+                rr.update(last_activity=act, last_activity_at=_at(rec.source, rec.line))
+
+    # first error: the earliest error event or exception of the rank
+    errs = []
+    if len(ev):
+        e = ev[ev["kind"].isin(ERROR_KINDS)]
+        for rec in e.itertuples(index=False):
+            errs.append((int(rec.rank), rec.source, rec.line, rec.ts, f"{rec.kind}: {str(rec.message)[:200]}"))
+    tb = _ranked(tables.tracebacks)
+    for rec in tb.itertuples(index=False):
+        errs.append((int(rec.rank), rec.source, rec.line, rec.ts, f"{rec.exc_type}: {str(rec.exc_message)[:200]}"))
+    first: dict[int, tuple] = {}
+    for r, source, line, ts, text in errs:
+        t = _ts(ts)
+        key = (0, t.value) if t is not None else (1, str(source), int(line) if pd.notna(line) else 0)
+        if r not in first or key < first[r][0]:
+            first[r] = (key, text, t, _at(source, line))
+    for r, (_, text, t, at) in first.items():
+        row(r).update(first_error=text, first_error_ts=t, first_error_at=at)
+
+    # exit: launcher summaries, error files, shell lines
+    if len(ev):
+        ex = ev[ev["kind"].isin(["torchrun_failure", "exit", "killed", "fatal_signal"])]
+        for rec in ex.itertuples(index=False):
+            code = _exit_of(rec.details or {}, rec.kind, str(rec.message))
+            rr = row(rec.rank)
+            if code and ("exit" not in rr or rr["exit"] == "code 0"):
+                rr.update(exit=code, exit_at=_at(rec.source, rec.line))
+
+    out = pd.DataFrame([rows[r] for r in sorted(rows)], columns=COLUMNS)
+    for col in ("rank", "last_step", "last_enqueued", "last_started", "last_completed"):
+        out[col] = out[col].astype("Int64")
+    for col in ("last_step_ts", "last_ts", "first_error_ts"):
+        out[col] = pd.to_datetime(out[col], utc=True)
+    out["waiting"] = out["waiting"].map(lambda v: v is True)
+    return out
+
+
+def describe(ranks: pd.DataFrame, r: int) -> str:
+    """One phrase: what rank r was doing at the end (for explanations)."""
+    sel = ranks[ranks["rank"] == r]
+    if sel.empty:
+        return "unknown"
+    rec = sel.iloc[0]
+    if isinstance(rec["stack_where"], str):
+        return f"{str(rec['stack_class']).replace('_', ' ')} in {rec['stack_where']}"
+    act = rec["last_activity"]
+    return str(act).replace("_", " ") if isinstance(act, str) else "nothing recorded"
+
+

@@ -1,0 +1,106 @@
+"""Rules that read the `ranks` table and the order of events: a collective entered after training ended, and a
+communicator whose very first collective never completed."""
+from __future__ import annotations
+
+import pandas as pd
+
+from postmortem.findings import Finding
+from postmortem.rules import facts, rule
+
+WAIT_KINDS = ("watchdog_timeout", "collective_timeout", "watchdog_status", "store_error")
+
+
+def _waits(tables) -> pd.DataFrame:
+    w = facts.ev(tables, WAIT_KINDS)
+    return w[~w["details"].map(lambda a: "teardown" in a)] if len(w) else w
+
+
+@rule(id="collective-after-training-end", title="A collective called after training had ended",
+      category="barrier_skew", severity="critical",
+      description="The training loop finished (the framework's end-of-training marker), and afterwards a rank waited "
+                  "in a collective until it timed out: code that runs after training on some ranks only (a rank-0 "
+                  "save or evaluation that ends in a barrier, a gather in a rank-0 callback) issued a collective "
+                  "the other ranks, already past the loop or gone, never joined.",
+      remediation="Make post-training code collective-safe: call save/eval helpers that contain barriers on every "
+                  "rank (Lightning's trainer.save_checkpoint, accelerate's save_state, HF save_model), or guard "
+                  "only the file write with `if rank == 0`, never the function that synchronises.",
+      false_positives=("A second training stage started after the marker (its own timeouts are not post-training).",))
+def collective_after_end(tables):
+    waits = _waits(tables)
+    ends = facts.ev(tables, "end_marker")
+    if waits.empty or ends.empty:
+        return []
+    after = []
+    for w in waits.itertuples(index=False):
+        same = ends[ends["source"] == w.source]
+        if len(same) and (same["line"] < w.line).any():
+            after.append(w)
+            continue
+        wt, et = pd.to_datetime(w.ts, utc=True, errors="coerce"), pd.to_datetime(ends["ts"], utc=True, errors="coerce")
+        if pd.notna(wt) and (et < wt).any():
+            after.append(w)
+    if not after:
+        return []
+    after = pd.DataFrame(after)
+    waiting = facts.ranks_of(after)
+    world = facts.world_ranks(tables)
+    # The rank that waits after the end is the one that entered the extra collective (the others had left the loop).
+    culprit = waiting if waiting and len(waiting) * 2 <= max(len(world), 1) else []
+    end = ends.iloc[0]
+    return [Finding(rule="collective-after-training-end", category="barrier_skew", confidence=0.7,
+                    severity="critical",
+                    title="A rank waited in a collective after training had ended",
+                    explanation=(f"Training ended ('{str(end['message'])[:80]}', {end['source']}:{end['line']}), and "
+                                 f"afterwards {'rank ' + ', '.join(map(str, waiting)) if waiting else 'a rank'} "
+                                 "waited in a collective until the timeout. Post-training code ran a collective on "
+                                 "some ranks only (typically a save or evaluation under `if rank == 0` that "
+                                 "synchronises inside), so its partners never came."),
+                    remediation="Call functions that synchronise (save_checkpoint, save_state, evaluate) on every "
+                                "rank and guard only the file write by rank; or destroy the process group before "
+                                "rank-0-only work.",
+                    culprit_ranks=culprit, affected_ranks=[r for r in world if r not in culprit],
+                    evidence=facts.evidence_from(ends, 1) + facts.evidence_from(after, 3),
+                    order=facts.order_key(end), explains=("collective_timeout", "rank_crash", "unknown"))]
+
+
+@rule(id="first-collective-never-completed", title="The first collective of the job never completed",
+      category="nccl_error", severity="critical",
+      description="Every rank that reports a timeout waited in collective #1 of its communicator, no rank is "
+                  "behind or elsewhere: the ranks all arrived, yet not one collective ever completed. That is the "
+                  "transport between the GPUs/nodes (P2P, shared memory, InfiniBand/RoCE, a firewall), not the "
+                  "training code.",
+      remediation="Run nccl-tests (all_reduce_perf) on the same GPUs; retry with NCCL_P2P_DISABLE=1, then "
+                  "NCCL_SHM_DISABLE=1 / NCCL_IB_DISABLE=1 to find the broken path; check the GPU pair's P2P "
+                  "(nvidia-smi topo -p2p r), ACS/IOMMU settings and the network interface (NCCL_SOCKET_IFNAME).",
+      false_positives=("A rank that never reached the first collective (stuck in data loading at start-up) looks "
+                       "the same when its logs are missing.",))
+def first_collective(tables):
+    waits = _waits(tables)
+    if waits.empty:
+        return []
+    seqs = [a.get("seq") for a in waits["details"] if a.get("seq") is not None]
+    if not seqs or any(int(s) > 1 for s in seqs):
+        return []
+    ranks = tables.frames.get("ranks")
+    if ranks is not None and len(ranks):
+        busy = ranks[ranks["stack_class"].notna() & ~ranks["stack_class"].isin(["collective_wait", "unknown"])]
+        if len(busy):
+            return []  # a rank is elsewhere: it never reached the collective (a straggler, not the transport)
+        if ranks["last_step"].notna().any():
+            return []  # training steps ran, so collectives had completed before
+    root = facts.root_tracebacks(tables)
+    if len(root[~root["exc_type"].isin(["<truncated>", "KeyboardInterrupt"])]):
+        return []
+    waiting = facts.ranks_of(waits)
+    op = next((a.get("op") for a in waits["details"] if a.get("op")), "collective")
+    return [Finding(rule="first-collective-never-completed", category="nccl_error", confidence=0.55,
+                    severity="critical",
+                    title=f"The first {op} never completed on any rank",
+                    explanation=(f"{'Ranks ' + ', '.join(map(str, waiting)) if waiting else 'The ranks'} timed out "
+                                 f"in collective #1 ({op}) of the communicator, and no rank shows progress or work "
+                                 "elsewhere: every rank arrived, yet the very first collective never completed. "
+                                 "The link between the GPUs or nodes is the likely cause."),
+                    remediation="Run nccl-tests on the same GPUs; try NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 one "
+                                "at a time; set NCCL_DEBUG=INFO to see the transport each peer pair uses.",
+                    affected_ranks=waiting, evidence=facts.evidence_from(waits, 4),
+                    order=facts.order_key(waits.iloc[0]), explains=("collective_timeout", "rank_crash", "unknown"))]

@@ -1,0 +1,79 @@
+"""Collector prefixes learned from a file's own lines (parsers.learned_prefix) and their use in discovery/parsing."""
+from __future__ import annotations
+
+import pytest
+
+from parsers.learned_prefix import learn, strip_head
+from postmortem.discover import sniff_kind
+
+SHAPES = {
+    "determined": [
+        "[2024-02-27T21:35:28.705869Z] fa88a9df [rank=1] || step 10 loss 0.5",
+        "[2024-02-27T21:35:28.726901Z] fa88a9df [rank=2] || Traceback (most recent call last):",
+        '[2024-02-27T21:35:28.727029Z] fa88a9df [rank=2] ||   File "/w/train.py", line 126, in <module>',
+    ],
+    "arrival_stamp": [
+        "2026-03-01T12:00:15.703Z Thread 339 (idle): \"MainThread\"",
+        "2026-03-01T12:00:15.704Z     process_renderables (rich/live.py:246)",
+        "2026-03-01T12:00:15.705Z     print (rich/console.py:1600)",
+    ],
+    "k8s_rank_pipe": [
+        "12:00:01 rank:3 | epoch 1 step 5",
+        "12:00:02 rank:3 | epoch 1 step 6",
+        "12:00:03 rank:0 | epoch 1 step 6",
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_learned_prefix_strips_collector_tokens_and_keeps_indentation(name):
+    lines = SHAPES[name]
+    p = learn(lines)
+    assert p is not None
+    rest, info = p.strip(lines[1])
+    assert "ts" in info
+    assert not rest.startswith(("[", "2026", "12:"))
+    if name == "determined":
+        assert p.strip(lines[2])[0] == '  File "/w/train.py", line 126, in <module>'
+        assert p.strip(lines[0])[1]["rank"] == 1
+    if name == "k8s_rank_pipe":
+        assert info["rank"] == 3 and rest == "epoch 1 step 6"
+
+
+@pytest.mark.parametrize("lines", [
+    ["{'loss': 1.0, 'lr': 2e-5, 'epoch': 0.1}"] * 5,           # metric dicts share a first word, not a prefix
+    ["3: step 1", "2: step 1", "1: step 1", "0: step 1"],        # srun labels: handled by the scheme, not learned
+    ["INFO root step 1", "INFO root step 2", "INFO root step 3"],  # words are never prefix tokens
+    ["a", "b"],                                                  # too few lines to learn from
+    ["node-7 | x", "node-7 | y", "node-7 | z"],                  # an id and a separator alone are too weak
+])
+def test_no_prefix_learned_where_lines_share_none(lines):
+    assert learn(lines) is None
+
+
+def test_stamped_pyspy_dump_is_sniffed_as_pyspy():
+    dump = ("Process 28634: python train.py\nPython v3.11.7 (/usr/bin/python3)\n\n"
+            "Thread 339 (idle): \"MainThread\"\n    barrier (torch/distributed/distributed_c10d.py:4000)\n"
+            "    main (train.py:40)\n    <module> (train.py:50)\n")
+    stamped = "\n".join(f"[2026-03-05T12:26:{i:02d}.806Z] {ln}" for i, ln in enumerate(dump.split("\n")))
+    assert sniff_kind(dump.encode(), "x.txt") == "pyspy"
+    assert sniff_kind(stamped.encode(), "x.txt") == "pyspy"
+    assert strip_head(b"plain log line\nanother\n") == b"plain log line\nanother\n"
+
+
+def test_headless_pyspy_excerpt_is_a_stack(tmp_path):
+    import postmortem
+    (tmp_path / "dump.txt").write_text(
+        "proxy         (miles/router/router.py:127)\n"
+        "request       (httpx/_client.py:1527)\n"
+        "__call__      (weakref.py:590)      # finalizer\n"
+        "_cleanup      (wandb/apis/public/service_api.py:31)\n")
+    a = postmortem.analyze(str(tmp_path))
+    assert len(a.tables.stacks) == 1
+    assert len(a.tables.stacks.iloc[0]["frames"]) == 4
+    assert a.verdict.category == "logging_blocking"
+
+
+def test_headless_sniff_near_miss_plain_log():
+    log = b"epoch 1 (train.py:10) started\nloss went down\nall good\nstep 5\n"
+    assert sniff_kind(log, "x.log") == "rank_log"
