@@ -73,6 +73,9 @@ def finding_sentence(f: Finding) -> str:
                     "was left waiting for a partner that never called it.")
         if f.rule == "peer-exited-while-waiting":
             return f"{who} {hedge}left the training loop{step} while {_others(f)} waited for it in a collective."
+        if f.rule == "collective-after-training-end":
+            return (f"{who if f.culprit_ranks else 'A rank'} {hedge}called a collective after training had ended, "
+                    "which the ranks that had already finished never joined.")
         return (f"{who} {hedge}called a different collective than {_others(f)}{step}, so the collectives could "
                 "not match.")
     if cat in ("straggler", "logging_blocking"):
@@ -90,6 +93,9 @@ def finding_sentence(f: Finding) -> str:
         return (f"{who} {hedge}failed to load a checkpoint{step} because the file was incomplete or corrupt "
                 "(partially written, or read while being written).")
     if cat == "nccl_error":
+        if f.rule == "first-collective-never-completed":
+            return (f"The job's first collective {hedge}never completed on any rank, so the ranks could not "
+                    "reach each other (network, transport or rendezvous setup).")
         return f"NCCL communication {hedge}failed on {whose}{step}, and the job could not continue."
     if cat == "gpu_hardware":
         app = ", an Xid error that is likely caused by the application" if "application" in f.title else ""
@@ -150,6 +156,8 @@ def finding_sentence_zh(f: Finding) -> str:
             return f"{who}{hedge}执行的批次数与{others}不同{stop}，导致某个集合通信一直等不到对端。"
         if f.rule == "peer-exited-while-waiting":
             return f"{who}{hedge}{step}提前退出了训练循环，而{others}仍在集合通信中等待它。"
+        if f.rule == "collective-after-training-end":
+            return f"{who}{hedge}在训练结束后又调用了集合通信，已经结束的 rank 不会再参与。"
         return f"{who}{hedge}{step}调用的集合通信与{others}不同，双方无法匹配。"
     if cat in ("straggler", "logging_blocking"):
         m = _BUSY_RE.search(f.title) or _STUCK_RE.search(f.title)
@@ -165,6 +173,8 @@ def finding_sentence_zh(f: Finding) -> str:
     if cat == "checkpoint_corruption":
         return f"{who}{hedge}{step}加载检查点失败：文件不完整或已损坏（未写完，或在写入时被读取）。"
     if cat == "nccl_error":
+        if f.rule == "first-collective-never-completed":
+            return f"任务的第一个集合通信{hedge}在所有 rank 上都没有完成，各 rank 之间无法连通（网络、传输层或初始化配置问题）。"
         return f"{who}上的 NCCL 通信{hedge}{step}失败，任务无法继续。"
     if cat == "gpu_hardware":
         return f"{who}的 GPU {hedge}{step}报告了硬件故障。"

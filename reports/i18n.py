@@ -496,6 +496,10 @@ ADVICE: dict[str, dict[str, str]] = {"zh": {
                                "py-spy dump 抓取每个 rank 的调用栈，找出没有到达该集合通信的 rank。",
     "checkpoint-corrupt": "原子地写检查点（rank 0 先写到 path.tmp，再 os.replace）；其他 rank 加载前先 dist.barrier()；"
                           "新检查点写完前保留上一个；监控磁盘空间；删除残缺文件后从上一个完好的检查点恢复。",
+    "collective-after-training-end": "让所有 rank 在同一处结束：训练结束后不要再只在部分 rank 上调用集合通信（评估、保存、"
+                                     "日志汇总），或在结束前用 dist.barrier() 对齐，再 destroy_process_group()。",
+    "first-collective-never-completed": "检查各节点之间的网络连通性、MASTER_ADDR/MASTER_PORT、防火墙与 NCCL_SOCKET_IFNAME；"
+                                        "开启 NCCL_DEBUG=INFO 重新运行，查看哪个传输层或对端连不上。",
     "collective-mismatch": "让每个 rank 以相同顺序发起相同的集合通信：不要在依赖 rank 或数据的条件分支里调用集合通信；"
                            "需要分支时由 rank 0 广播决定。",
     "dataloader-worker-died": "调大 /dev/shm（docker --shm-size）或减少 num_workers；检查数据集代码中的崩溃与内存增长；"

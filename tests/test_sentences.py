@@ -67,3 +67,9 @@ def test_checkpoint_story_names_the_ranks_it_blames():
     root = a.finding_list[0]
     assert ranks_phrase(root.culprit_ranks) in root.explanation.lower()
     assert ranks_phrase(root.culprit_ranks, capital=True) in a.verdict.summary
+
+
+def test_every_rule_has_zh_advice():
+    from postmortem.rules import all_rules
+    from reports.i18n import ADVICE
+    assert sorted(r.id for r in all_rules()) == sorted(ADVICE["zh"])
