@@ -79,7 +79,8 @@ class Analysis:
 def _findings_frame(self) -> "pd.DataFrame":
     """The findings as a DataFrame, one row per finding, the verdict's first (columns: docs/tables.md)."""
     from postmortem.findings import findings_frame
-    return findings_frame(self.finding_list)
+    from reports.evidence import first_time
+    return findings_frame(self.finding_list, [first_time(self, f) for f in self.finding_list])
 
 
 def _set_findings(self, value: list) -> None:

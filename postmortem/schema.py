@@ -217,7 +217,8 @@ def reference_markdown() -> str:
             "| `a.verdict` | the answer (`Verdict`: category, phase, rule, confidence, culprit_ranks, step, summary) |",
             "| `a.findings` | DataFrame, one row per finding, the verdict's first: rule, category, phase, confidence "
             "(float64), severity, title, culprit_ranks / affected_ranks (lists of int), first_culprit (Int64), step "
-            "(Int64), cascade_of, summary, explanation, remediation, evidence (list of dicts) |",
+            "(Int64), time (datetime64[ns, UTC]: when its first cited line was written), cascade_of, summary (one "
+            "sentence), explanation, remediation, evidence (list of dicts) |",
             "| `a.finding_list` | the same findings as `Finding` objects (what rules and reports use) |",
             "| `a.evidence_gaps` | list of dicts: missing, why, how |",
             "| `a.sources` | list of discovered `Source` objects |",

@@ -104,7 +104,7 @@ def first_time(analysis, finding) -> "object | None":
     cited = {(e.source, e.line) for e in finding.evidence if e.line is not None}
     culprits = set(finding.culprit_ranks)
     best = None
-    for name in ("events", "tracebacks"):
+    for name in ("events", "tracebacks", "stacks", "steps", "collectives", "nccl", "gpu"):
         df = t.frames.get(name)
         if df is None or not len(df) or not df["ts"].notna().any():
             continue

@@ -64,6 +64,9 @@ def test_findings_is_a_dataframe_with_the_verdict_first(a):
     assert f.iloc[0]["rule"] == a.verdict.rule and f.iloc[0]["summary"] == a.verdict.summary
     assert str(f["confidence"].dtype) == "float64"
     assert str(f["step"].dtype) == "Int64" and str(f["first_culprit"].dtype) == "Int64"
+    assert str(f["time"].dtype) == "datetime64[ns, UTC]"
+    timed = postmortem.analyze(os.path.join(ROOT, "samples", "rank_raises_mid_epoch", "logs"), quiet=True).findings
+    assert timed["time"].notna().all() and timed["time"].iloc[0].tzname() == "UTC"   # its cited lines carry times
     assert f.iloc[0]["first_culprit"] == a.verdict.culprit_ranks[0]
     assert list(f["confidence"]) == sorted(f["confidence"], reverse=True)
 
