@@ -141,6 +141,8 @@ def finding_sentence_zh(f: Finding) -> str:
     hedge = "很可能" if f.confidence < 0.5 else ""
     step = f"在第 {int(f.step)} 步" if f.step is not None else ""
     phase = ZH_PHASE.get(f.phase or "", "")
+    if phase and not step:
+        phase = "在" + phase
     cat = f.category
     if cat == "gpu_oom":
         tail = "；任务在该步悄然退出，没有留下显存不足的报错" if f.rule == "death-at-periodic-step" else ""
@@ -195,9 +197,12 @@ def finding_sentence_zh(f: Finding) -> str:
     return f"{'在' + who + '上' if f.culprit_ranks else ''}{step}发生了故障，但证据不足以说明原因。"
 
 
+_CJK_LATIN = re.compile(r"(?<=[A-Za-z0-9_)\]])(?=[\u4e00-\u9fff])|(?<=[\u4e00-\u9fff])(?=[A-Za-z0-9_(\[])")
+
+
 def sentence(f: Finding, lang: str = "en") -> str:
-    """finding_sentence in the report's language."""
-    return finding_sentence_zh(f) if lang == "zh" else finding_sentence(f)
+    """finding_sentence in the report's language (Chinese with a space between Han and Latin text)."""
+    return _CJK_LATIN.sub(" ", finding_sentence_zh(f)) if lang == "zh" else finding_sentence(f)
 
 
 def verdict_sentence(root: Finding) -> str:

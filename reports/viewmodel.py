@@ -128,6 +128,8 @@ class FindingRow:
     explanation: str
     remediation: str
     evidence: list[EvidenceItem]
+    title_lang: str = "en"        # the title is the finding's sentence in the report's language when not English
+    fix_lang: str = "en"
 
 
 @dataclass
@@ -255,7 +257,7 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
     verdict = _verdict(analysis, t, lang)
     root = analysis.finding_list[0] if analysis.finding_list else None
     evidence, ev_more = _evidence(root, t, paths, anchors, context, max_evidence)
-    findings = [_finding(f, t, anchors) for f in analysis.finding_list[1:]]
+    findings = [_finding(f, t, anchors, lang) for f in analysis.finding_list[1:]]
     gaps = [GapView(*i18n.gap_words(lang, str(g.get("missing", "")), str(g.get("why", ""))), str(g.get("how", "")))
             for g in analysis.evidence_gaps]
     gaps_script = "\n".join(f"# {g.missing}\n{g.how}" for g in gaps)
@@ -399,15 +401,21 @@ def _merge_overlapping(items: list[EvidenceItem], cited, t) -> list[EvidenceItem
     return out
 
 
-def _finding(f, t, anchors) -> FindingRow:
+def _finding(f, t, anchors, lang: str = "en") -> FindingRow:
     ev = [EvidenceItem(source=str(e.source), line=_str(e.line), rank=_str(e.rank), text=_cited(e.text),
                        anchor=anchors.get(str(e.source), "")) for e in f.evidence[:MAX_OTHER_EVIDENCE]]
     ranks = rank_ranges(f.culprit_ranks)
-    return FindingRow(confidence=f"{f.confidence:.2f}", category=f.category,
-                      words=i18n.category_words(t, f.category), title=f.title, rule=f.rule, severity=f.severity,
-                      ranks=ranks or t["none"],
-                      relation=i18n.fmt(t, "f_cascade_of", rule=f.cascade_of) if f.cascade_of else t["f_independent"],
-                      cascade=bool(f.cascade_of), explanation=f.explanation, remediation=f.remediation, evidence=ev)
+    row = FindingRow(confidence=f"{f.confidence:.2f}", category=f.category,
+                     words=i18n.category_words(t, f.category), title=f.title, rule=f.rule, severity=f.severity,
+                     ranks=ranks or t["none"],
+                     relation=i18n.fmt(t, "f_cascade_of", rule=f.cascade_of) if f.cascade_of else t["f_independent"],
+                     cascade=bool(f.cascade_of), explanation=f.explanation, remediation=f.remediation, evidence=ev)
+    if lang != "en":
+        row.title, row.title_lang = sentence(f, lang), t["html_lang"]
+        fix = i18n.advice(lang, f.rule, f.remediation)
+        if fix:
+            row.remediation, row.fix_lang = fix, t["html_lang"]
+    return row
 
 
 def _sources(src: pd.DataFrame, t, anchors, limit) -> tuple[list[SourceRow], str, str]:
