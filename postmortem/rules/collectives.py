@@ -233,7 +233,12 @@ def straggler(tables):
                                  "is the cause."),
                     remediation="Move the long work out of the collective's window: preprocess/tokenize offline or "
                                 "before init_process_group and cache it, raise the timeout (init_process_group("
-                                "timeout=timedelta(hours=2)) / --ddp_timeout), or shard the work across ranks.",
+                                "timeout=timedelta(hours=2)) / --ddp_timeout), or shard the work across ranks."
+                    if work is not None else  # unknown work may be a hang: a longer timeout is no fix for that
+                    "Find out what the busy rank was doing (py-spy dump of every rank on the next stall, or run the "
+                    "job under `postmortem collect`): long legitimate work belongs outside the collective's window "
+                    "(offline, before init_process_group, or sharded); a rank stuck in a loop or a lock needs a fix, "
+                    "not a longer timeout.",
                     culprit_ranks=[culprit] if culprit is not None else [], affected_ranks=sorted(waiting),
                     evidence=evidence, order=(1, float("inf")), explains=("collective_timeout", "rank_crash"))]
 
