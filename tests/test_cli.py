@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -181,6 +182,6 @@ def _run_on_terminal(args, tmp_path):
 def test_progress_is_drawn_on_a_terminal_and_not_when_quiet(tmp_path):
     samples = os.path.join(ROOT, "samples", "uneven_batches_barrier", "logs")
     rc, err = _run_on_terminal(["analyze", samples, "-o", str(tmp_path / "r.json")], tmp_path)
-    assert rc == 0 and "postmortem: parsing" in err and "18/18 files" in err and "iB/" in err, err
+    assert rc == 0 and "postmortem: parsing" in err and re.search(r"\d+/\d+ files .*iB/", err), err
     rc, err = _run_on_terminal(["analyze", samples, "-q", "-o", str(tmp_path / "r.json")], tmp_path)
     assert rc == 0 and "parsing" not in err
