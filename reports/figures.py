@@ -217,7 +217,8 @@ def steps_figure(model, lang: str = "en") -> Figure | None:
     fig, ax, t, family = _new(lang, 10, 3.4)
     front = max(r["last_step"] for r in model.step_last)
     behind = {r["rank"] for r in model.step_last if r["last_step"] < front}
-    keys = sorted(series, key=lambda r: (r is None, r if r is not None else 0))
+    # Ranks behind the front last, so they are drawn on top of the ranks whose lines they share up to where they stop.
+    keys = sorted(series, key=lambda r: (r in behind, r is None, r if r is not None else 0))
     many = len(keys) > MAX_LABELLED
     labelled = 0
     grey: list = []          # consecutive grey lines, drawn as one collection in the same order (same picture)
@@ -230,9 +231,16 @@ def steps_figure(model, lang: str = "en") -> Figure | None:
         name = t["unattributed_label"] if r is None else i18n.fmt(t, "fig_rank", rank=r)
         show = labelled < MAX_LABELLED
         labelled += 1
-        ax.plot(xs, ys, linewidth=1.4 if r in behind else 1.0, marker="o" if len(xs) <= 30 else None,
-                markersize=3, label=name if show else None,
-                color=ROLE_COLOURS["culprit"] if (many and r in behind) else None)
+        line, = ax.plot(xs, ys, linewidth=2.4 if r in behind else 1.0, marker="o" if len(xs) <= 30 else None,
+                        markersize=4.5 if r in behind else 3, label=name if show else None,
+                        color=ROLE_COLOURS["culprit"] if (many and r in behind) else None,
+                        zorder=3 if r in behind else 2)
+        if r in behind and xs:
+            label = ax.annotate(i18n.fmt(t, "fig_stopped_at", step=int(ys[-1])), (xs[-1], ys[-1]), xytext=(6, -4),
+                                textcoords="offset points", ha="left", va="top", color=line.get_color(),
+                                fontsize=10.5)
+            if family:
+                label.set_fontfamily(family)
     _grey_lines(ax, grey)
     if many:
         ax.plot([], [], color="#9aa4ad", linewidth=0.8, label=t["fig_other_ranks"])
