@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import re
+import textwrap
 
 from postmortem.findings import CATEGORY_WORDS
 from postmortem.sentences import ranks_phrase
-from reports.evidence import first_time, unique_evidence, where
 from postmortem.stacks import rank_ranges
+from reports.evidence import first_time, unique_evidence, where
 
 
 def render_text(analysis, width: int = 100) -> str:
@@ -49,7 +50,9 @@ def render_text(analysis, width: int = 100) -> str:
         out.append("OTHER FINDINGS")
         for f in others[:10]:
             tag = f" (cascade of {f.cascade_of})" if f.cascade_of else ""
-            out.append(f"  {f.confidence:.2f} {f.category:22} {f.title}{tag}")
+            head = f"  {f.confidence:.2f} {f.category:22} "
+            out.extend(textwrap.wrap(f"{f.title}{tag}", width, initial_indent=head,
+                                     subsequent_indent=" " * len(head)) or [head])
     if analysis.evidence_gaps:
         out.append("")
         out.append("EVIDENCE GAPS (collect next time)")
@@ -80,9 +83,7 @@ def terminal_safe(text: str) -> str:
 
 def _wrap(text: str, width: int, keep: bool = False) -> list[str]:
     """Word-wrapped lines; `keep` wraps long tokens too (paths, stack frames) so no character is lost."""
-    import textwrap
-    return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=not keep,
-                         drop_whitespace=not keep or True) or [""]
+    return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=not keep) or [""]
 
 
 def _ranges(ranks: list[int]) -> str:
