@@ -117,7 +117,7 @@ def _from_tar(path: str, out: Extracted, total: int) -> None:
                 break
             if member.isdir():
                 continue
-            name = textio_display(member.name)
+            name = _display_name(member.name)
             safe, problem = _admit(member.name, budget)
             if problem is None and not member.isreg():
                 problem = "link, device or FIFO inside the archive; not followed"
@@ -137,7 +137,7 @@ def _from_zip(path: str, out: Extracted, total: int) -> None:
         for info in zf.infolist():
             if info.is_dir():
                 continue
-            name = textio_display(info.filename)
+            name = _display_name(info.filename)
             safe, problem = _admit(info.filename, budget)
             mode = info.external_attr >> 16
             if problem is None and mode and not stat.S_ISREG(mode) and stat.S_IFMT(mode):
@@ -154,8 +154,8 @@ def _from_zip(path: str, out: Extracted, total: int) -> None:
                 break
 
 
-def textio_display(name: str) -> str:
-    """A member name safe to print."""
+def _display_name(name: str) -> str:
+    """A member name safe to print (control characters escaped, as for file names on disk)."""
     from postmortem.discover import display_path
     return display_path(name)
 
