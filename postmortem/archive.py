@@ -83,8 +83,12 @@ def _copy(src, dest_root: str, name: str, budget: _Budget) -> str | None:
     dest = os.path.join(dest_root, *name.split("/"))
     if os.path.exists(dest):
         return "duplicate member name; the first copy is read"
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    with open(dest, "xb") as fh:
+    try:
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        fh = open(dest, "xb")
+    except OSError as exc:  # e.g. a member named like a directory another member already is
+        return f"cannot be copied out of the archive ({exc.strerror or exc}); not read"
+    with fh:
         while True:
             chunk = src.read(CHUNK)
             if not chunk:

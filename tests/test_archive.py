@@ -103,3 +103,13 @@ def test_is_archive(tmp_path, suffix):
     p = tmp_path / f"x{suffix}"
     p.write_bytes(b"")
     assert archive.is_archive(str(p)) and not archive.is_archive(str(tmp_path))
+
+
+def test_a_member_clashing_with_a_directory_is_skipped_not_fatal(tmp_path):
+    clash = tmp_path / "clash.tgz"
+    with tarfile.open(clash, "w:gz") as tf:
+        _add(tf, "logs")
+        _add(tf, "logs/rank0.log")
+        _add(tf, "rank1.log")
+    by_name = {s.source: s.problem for s in postmortem.analyze(str(clash), quiet=True).sources}
+    assert "cannot be copied" in by_name["logs/rank0.log"] and by_name["rank1.log"] is None
