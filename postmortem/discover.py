@@ -429,6 +429,11 @@ HEAD_BYTES = 16384
 def _describe(full: str, rel: str, seen_files: dict) -> Source:
     """Open the file once (non-blocking, regular files only), read its head, and sniff its kind."""
     src = Source(path=full, source=display_path(rel), **path_hints(rel))
+    if rel.lower().endswith(archive.ARCHIVE_SUFFIXES) and os.path.isfile(full):
+        # Archives are opened only as the analysed path itself: one job per analysis, bounded work.
+        src.kind, src.bytes = "binary", os.path.getsize(full)
+        src.problem = f"archive inside the tree, not opened; analyse it on its own: postmortem analyze {src.source}"
+        return src
     try:
         fd, st = textio.open_regular(full)
     except textio.InputProblem as exc:

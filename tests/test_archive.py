@@ -113,3 +113,11 @@ def test_a_member_clashing_with_a_directory_is_skipped_not_fatal(tmp_path):
         _add(tf, "rank1.log")
     by_name = {s.source: s.problem for s in postmortem.analyze(str(clash), quiet=True).sources}
     assert "cannot be copied" in by_name["logs/rank0.log"] and by_name["rank1.log"] is None
+
+
+def test_an_archive_inside_a_tree_gets_a_hint(tmp_path):
+    (tmp_path / "rank0.log").write_bytes(LOG)
+    with tarfile.open(tmp_path / "old_run.tar.gz", "w:gz") as tf:
+        _add(tf, "rank1.log")
+    by_name = {s.source: s.problem for s in postmortem.analyze(str(tmp_path), quiet=True).sources}
+    assert "postmortem analyze old_run.tar.gz" in by_name["old_run.tar.gz"]
