@@ -84,6 +84,8 @@ def _findings_frame(self) -> "pd.DataFrame":
 
 
 def _set_findings(self, value: list) -> None:
+    if hasattr(value, "columns"):  # the DataFrame view read back (e.g. dataclasses.replace): not a finding list
+        raise TypeError("Analysis.findings takes a list of Finding; the DataFrame is a view of a.finding_list")
     self.finding_list = list(value)
 
 
