@@ -324,11 +324,16 @@ def _pipeline(sources: list, results: list, workdir: str, html: bool) -> None:
     from postmortem import gaps as gaps_mod
     from postmortem import tables as tables_mod
     from postmortem import verdict as verdict_mod
-    from postmortem.api import Analysis, _failure_signals
+    from postmortem import signals as signals_mod
+    from postmortem.api import Analysis
+    from postmortem.rank_state import rank_state
     from postmortem.rules import all_rules, run_rules
     tables = tables_mod.build(sources, results)
+    tables.frames["ranks"] = rank_state(tables)  # the same stages as postmortem.analyze
     findings = run_rules(tables, all_rules())
-    verdict, findings = verdict_mod.decide(findings, any(not s.problem for s in sources), _failure_signals(tables))
+    signals = signals_mod.collect(tables)
+    tables.meta["signals"] = signals
+    verdict, findings = verdict_mod.decide(findings, any(not s.problem for s in sources), signals)
     gaps = gaps_mod.evidence_gaps(tables, verdict) if verdict else []
     a = Analysis(input=workdir, sources=sources, tables=tables, findings=findings, verdict=verdict,
                  evidence_gaps=gaps)
