@@ -18,9 +18,17 @@ def sentence_case(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def as_int(value) -> int | None:
+    """An int, or None for None, NaN and pd.NA (a rule may hand over a missing value of any of these kinds)."""
+    try:
+        return None if value is None or value != value else int(value)
+    except (TypeError, ValueError):   # pd.NA refuses comparison and int()
+        return None
+
+
 def ranks_phrase(ranks, capital: bool = False, none: str = "a rank") -> str:
     """`rank 3`, `ranks 1, 2 and 3`, `ranks 0-7`; `none` when the list is empty."""
-    rs = sorted({int(r) for r in ranks if r is not None})
+    rs = sorted({r for r in map(as_int, ranks) if r is not None})
     if not rs:
         text = none
     elif len(rs) == 1:
@@ -33,7 +41,8 @@ def ranks_phrase(ranks, capital: bool = False, none: str = "a rank") -> str:
 
 
 def _step(f: Finding) -> str:
-    return f" at step {int(f.step)}" if f.step is not None else ""
+    step = as_int(f.step)
+    return f" at step {step}" if step is not None else ""
 
 
 def _phase(f: Finding) -> str:
@@ -68,7 +77,7 @@ def finding_sentence(f: Finding) -> str:
         return f"A DataLoader worker of {whose} {hedge}died{shm}{step}, and the rank stopped with it."
     if cat == "barrier_skew":
         if f.rule == "uneven-progress":
-            stop = f" (the run stopped at step {int(f.step)})" if f.step is not None else ""
+            stop = f" (the run stopped at step {as_int(f.step)})" if as_int(f.step) is not None else ""
             return (f"{who} {hedge}ran a different number of batches than {_others(f)}{stop}, so a collective "
                     "was left waiting for a partner that never called it.")
         if f.rule == "peer-exited-while-waiting":
@@ -122,7 +131,7 @@ def finding_sentence(f: Finding) -> str:
 
 
 def _zh_ranks(ranks, none: str = "某个 rank") -> str:
-    rs = sorted({int(r) for r in ranks if r is not None})
+    rs = sorted({r for r in map(as_int, ranks) if r is not None})
     if not rs:
         return none
     if len(rs) > 3 and rs == list(range(rs[0], rs[-1] + 1)):
@@ -139,7 +148,7 @@ def finding_sentence_zh(f: Finding) -> str:
     who = _zh_ranks(f.culprit_ranks)
     others = _zh_ranks(f.affected_ranks, none="其他 rank")
     hedge = "很可能" if f.confidence < 0.5 else ""
-    step = f"在第 {int(f.step)} 步" if f.step is not None else ""
+    step = f"在第 {as_int(f.step)} 步" if as_int(f.step) is not None else ""
     phase = ZH_PHASE.get(f.phase or "", "")
     if phase and not step:
         phase = "在" + phase
@@ -154,7 +163,7 @@ def finding_sentence_zh(f: Finding) -> str:
         return f"{who}的一个 DataLoader 工作进程{hedge}{step}退出{shm}，该 rank 随之停止。"
     if cat == "barrier_skew":
         if f.rule == "uneven-progress":
-            stop = f"（任务停在第 {int(f.step)} 步）" if f.step is not None else ""
+            stop = f"（任务停在第 {as_int(f.step)} 步）" if as_int(f.step) is not None else ""
             return f"{who}{hedge}执行的批次数与{others}不同{stop}，导致某个集合通信一直等不到对端。"
         if f.rule == "peer-exited-while-waiting":
             return f"{who}{hedge}{step}提前退出了训练循环，而{others}仍在集合通信中等待它。"

@@ -5,7 +5,7 @@ import re
 import textwrap
 
 from postmortem.findings import CATEGORY_WORDS
-from postmortem.sentences import ranks_phrase
+from postmortem.sentences import as_int, ranks_phrase
 from postmortem.stacks import rank_ranges
 from reports.evidence import first_time, unique_evidence, where
 
@@ -23,8 +23,8 @@ def render_text(analysis, width: int = 100) -> str:
         out.append(f"  culprit: {ranks_phrase(v.culprit_ranks)}")
     if v.phase and v.phase != "unknown":
         out.append(f"  phase:   {v.phase}")
-    if v.step is not None:
-        out.append(f"  step:    {v.step}")
+    if as_int(v.step) is not None:
+        out.append(f"  step:    {as_int(v.step)}")
     when = first_time(analysis, root) if root else None
     if when is not None:
         out.append(f"  time:    {when:%Y-%m-%d %H:%M:%S} UTC")

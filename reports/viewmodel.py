@@ -11,7 +11,7 @@ from reports import i18n
 from reports import ranks as ranks_mod
 from reports import sections
 from postmortem.gaps import lines_carry_times
-from postmortem.sentences import sentence
+from postmortem.sentences import as_int, sentence
 from reports.evidence import WHOLE_LINE_CHARS, first_time, read_context, unique_evidence
 from reports.sections import rank_ranges
 
@@ -313,7 +313,7 @@ def _verdict(analysis, t, lang: str = "en") -> VerdictView:
         present=True, category=v.category, words=i18n.category_words(t, v.category), where=t["list_sep"].join(where),
         tone="ok" if v.category == "no_failure" else "unknown" if v.category == "unknown" else "fail",
         culprits=rank_ranges(v.culprit_ranks) or t["no_rank_stands_out"],
-        affected=rank_ranges(affected) or t["none"], step=t["none"] if v.step is None else str(v.step),
+        affected=rank_ranges(affected) or t["none"], step=t["none"] if as_int(v.step) is None else str(as_int(v.step)),
         phase=i18n.phase_words(t, v.phase) or t["none"], confidence=f"{v.confidence:.2f}", pct=pct, level=level,
         level_text=t[f"conf_{level}"], meter_label=i18n.fmt(t, "conf_meter_label", pct=pct), summary=v.summary,
         title=root.title if root else "", rule=v.rule or "")

@@ -73,3 +73,11 @@ def test_every_rule_has_zh_advice():
     from postmortem.rules import all_rules
     from reports.i18n import ADVICE
     assert sorted(r.id for r in all_rules()) == sorted(ADVICE["zh"])
+
+
+def test_missing_values_of_any_kind_never_reach_the_sentence():
+    import pandas as pd
+    f = Finding(rule="x", category="nan_inf", confidence=0.9, title="t", explanation="e", remediation="r")
+    f.step = pd.NA
+    assert "step" not in finding_sentence(f) and "<NA>" not in finding_sentence_zh(f)
+    assert ranks_phrase([pd.NA, None, float("nan"), 2]) == "rank 2"
