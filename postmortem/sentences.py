@@ -33,8 +33,13 @@ def ranks_phrase(ranks, capital: bool = False, none: str = "a rank") -> str:
         text = none
     elif len(rs) == 1:
         text = f"rank {rs[0]}"
-    elif len(rs) > 3 and rs == list(range(rs[0], rs[-1] + 1)):
-        text = f"ranks {rs[0]}-{rs[-1]}"
+    elif len(rs) > 3:   # runs compressed: ranks 0-3, 5 and 8-511
+        runs, start = [], rs[0]
+        for a, b in zip(rs, rs[1:] + [None]):
+            if b != a + 1:
+                runs.append(f"{start}-{a}" if a > start else str(start))
+                start = b
+        text = f"ranks {runs[0]}" if len(runs) == 1 else f"ranks {', '.join(runs[:-1])} and {runs[-1]}"
     else:
         text = f"ranks {', '.join(map(str, rs[:-1]))} and {rs[-1]}"
     return sentence_case(text) if capital else text

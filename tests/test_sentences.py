@@ -19,6 +19,7 @@ BAD = re.compile(r"<NA>|Rank \?|rank \?|Rank\(s\)|\[\]|:None|\bNone\b|nan\b")
 def test_ranks_phrase_and_sentence_case():
     assert ranks_phrase([3]) == "rank 3" and ranks_phrase([1, 2, 3], capital=True) == "Ranks 1, 2 and 3"
     assert ranks_phrase(range(8)) == "ranks 0-7" and ranks_phrase([], none="one rank") == "one rank"
+    assert ranks_phrase([0, 1, 2, 3, 5] + list(range(8, 512))) == "ranks 0-3, 5 and 8-511"
     assert sentence_case("pytorchStreamReader failed") == "PytorchStreamReader failed"
     assert sentence_case("a PytorchStreamReader error") == "A PytorchStreamReader error"   # not .capitalize()
 
