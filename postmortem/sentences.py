@@ -136,12 +136,10 @@ def finding_sentence(f: Finding) -> str:
 
 
 def _zh_ranks(ranks, none: str = "某个 rank") -> str:
-    rs = sorted({r for r in map(as_int, ranks) if r is not None})
-    if not rs:
+    text = ranks_phrase(ranks, none="")
+    if not text:
         return none
-    if len(rs) > 3 and rs == list(range(rs[0], rs[-1] + 1)):
-        return f"rank {rs[0]}-{rs[-1]}"
-    return "rank " + "、".join(map(str, rs))
+    return text.replace("ranks ", "rank ").replace(" and ", "、").replace(", ", "、")
 
 
 ZH_PHASE = {"train": "训练时", "eval": "评估时", "sample": "采样/生成时", "checkpoint": "保存或加载检查点时",
