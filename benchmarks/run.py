@@ -1,7 +1,7 @@
 """Speed and scale benchmark: `postmortem analyze` against `grep` on generated failure trees, side by side.
 
 For each tree (see make_tree.py) it measures, in one run and on the same files:
-- `postmortem analyze TREE --format json -o report.html --quiet`: wall time, peak RSS (largest single process, as
+- `postmortem analyze TREE --format json -o report.json --quiet`: wall time, peak RSS (largest single process, as
   /usr/bin/time reports it, and the sum over the process tree sampled every 20 ms), and whether the verdict is the
   planted failure (category, phase, culprit rank);
 - `grep -c -E '<the trigger set>' -r TREE`: wall time (the floor: reading the bytes once, in C). The trigger set is
@@ -173,7 +173,7 @@ def measure_row(ranks: int, size: int, seed: int, workdir: str, pattern: str, re
     try:
         warm(tree)
         greps, analyses = [], []
-        report = os.path.join(workdir, "report.html")
+        report = os.path.join(workdir, "report.json")
         for _ in range(repeats):
             with tempfile.TemporaryFile() as out:  # grep stops early when its output is /dev/null: keep it real
                 g = run_measured(["grep", "-c", "-E", pattern, "-r", tree], stdout=out)

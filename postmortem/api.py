@@ -13,6 +13,8 @@ from postmortem import discover as discover_mod
 from postmortem.findings import Finding, Verdict
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from postmortem.tables import Tables
 
 # pandas and the stages after parsing are imported while the parser processes run (see _Preload), not before.
@@ -40,7 +42,7 @@ class Analysis:
         return self.tables.meta.get("world_size")
 
     def to_dict(self) -> dict:
-        """The JSON contract (DESIGN.md) as a dict."""
+        """The JSON contract (docs/json.md) as a dict."""
         from reports.json_report import to_dict
         return to_dict(self)
 
@@ -67,6 +69,29 @@ class Analysis:
     def _repr_html_(self) -> str:
         from reports.render import render_html
         return render_html(self, fragment=True)
+
+    def __repr__(self) -> str:
+        """A few lines: the verdict, the culprit, what was read and found (the tables have their own repr)."""
+        from postmortem.sentences import describe
+        return describe(self)
+
+
+def _findings_frame(self) -> "pd.DataFrame":
+    """The findings as a DataFrame, one row per finding, the verdict's first (columns: docs/tables.md)."""
+    from postmortem.findings import findings_frame
+    from reports.evidence import first_time
+    return findings_frame(self.finding_list, [first_time(self, f) for f in self.finding_list])
+
+
+def _set_findings(self, value: list) -> None:
+    if hasattr(value, "columns"):  # the DataFrame view read back (e.g. dataclasses.replace): not a finding list
+        raise TypeError("Analysis.findings takes a list of Finding; the DataFrame is a view of a.finding_list")
+    self.finding_list = list(value)
+
+
+# `Analysis(findings=[...])` keeps taking the list (rules and reports use it as `finding_list`); reading
+# `a.findings` gives the notebook view, a DataFrame.
+Analysis.findings = property(_findings_frame, _set_findings, doc=_findings_frame.__doc__)
 
 
 def parse_all(sources: list, jobs: int | None = None, engine: str = "local", scheduler: str | None = None,
@@ -129,7 +154,8 @@ def _isolate(sources: list, out: list, bar) -> None:
 
 def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = None, engine: str = "local",
             scheduler: str | None = None, plugin_paths: list[str] | None = None, quiet: bool = False) -> Analysis:
-    """Analyse a directory tree or a single file and return the Analysis (raises FileNotFoundError for no input).
+    """Analyse a directory tree, a single file or a .tar.gz/.tgz/.zip and return the Analysis (raises
+    FileNotFoundError for no input). The tables, their columns and dtypes: docs/tables.md.
 
     `quiet` turns off the progress bar drawn on stderr (it is drawn only when stderr is a terminal)."""
     sources = discover_mod.discover(path)

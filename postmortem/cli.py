@@ -14,12 +14,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"postmortem {__version__}")
     sub = p.add_subparsers(dest="command")
     a = sub.add_parser("analyze", help="analyse a directory of logs/dumps (or one file)")
-    a.add_argument("path", help="directory tree or file with the job's logs, dumps and snapshots")
+    a.add_argument("path", help="directory tree, file, or .tar.gz/.tgz/.zip with the job's logs, dumps and snapshots")
     a.add_argument("--format", choices=("text", "json", "html"), default=None,
-                   help="output format (default: text, or html when -o ends in .html)")
+                   help="output format (default: from the -o extension .json/.html/.txt, else text)")
     a.add_argument("-o", "--output", help="write the report to this file instead of stdout")
     a.add_argument("--jobs", "-j", type=int, default=None, help="parser processes (default: cores, when it pays)")
-    a.add_argument("--rules", action="append", default=None, metavar="RULE_ID", help="run only these rule ids")
+    a.add_argument("--rules", action="append", default=None, metavar="RULE_ID", help="run only these rule ids (unknown ids are an error)")
     a.add_argument("--plugin", action="append", default=None, metavar="FILE_OR_DIR",
                    help="load extra rules from a .py file or directory")
     a.add_argument("--engine", choices=("local", "dask"), default="local", help="where to run the parse stage")
@@ -49,19 +49,44 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `postmortem` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "rules":
-        return _rules(args)
     if args.command == "collect":
         return _collect(args)
-    if args.command != "analyze":
+    if args.command not in ("rules", "analyze"):
         parser.print_help()
         return 2
     try:
-        return _analyze(args)
+        if args.command == "rules":
+            rc = _rules(args)
+        else:
+            rc = _analyze(args)
+        sys.stdout.flush()  # a closed pipe shows up here, inside the handler, not at interpreter exit
+        return rc
     except BrokenPipeError:
-        # `postmortem analyze logs | head`: the reader left; that is not an error of the analysis.
+        # `postmortem rules | head`: the reader left; that is not an error of the analysis.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+FORMAT_BY_SUFFIX = {".json": "json", ".html": "html", ".htm": "html", ".txt": "text", ".text": "text"}
+
+
+def output_format(fmt: str | None, output: str | None) -> str:
+    """The output format: --format if given, else what the -o file's extension says, else text.
+
+    Raises ValueError when --format contradicts the extension (`--format json -o report.html`)."""
+    implied = FORMAT_BY_SUFFIX.get(os.path.splitext(output or "")[1].lower())
+    if fmt and implied and fmt != implied:
+        raise ValueError(f"--format {fmt} contradicts the extension of {output} ({implied}); "
+                         f"drop --format or name the file *.{'txt' if fmt == 'text' else fmt}")
+    return fmt or implied or "text"
+
+
+def check_rule_ids(wanted: list[str], known: list[str]) -> None:
+    """Raise ValueError naming the ids of `wanted` that no rule has."""
+    unknown = [r for r in wanted if r not in set(known)]
+    if unknown:
+        raise ValueError(f"unknown rule id{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)} "
+                         f"(`postmortem rules` lists the ids)")
 
 
 def _rules(args) -> int:
@@ -94,13 +119,22 @@ def _collect(args) -> int:
 def _analyze(args) -> int:
     from postmortem.api import analyze
     from postmortem.engines import EngineError
+    from postmortem.rules import all_rules, load_plugins
     if not os.path.exists(args.path):
         print(f"postmortem: error: no such file or directory: {args.path}", file=sys.stderr)
         return 2
-    fmt = args.format or ("html" if args.output and args.output.endswith((".html", ".htm")) else "text")
+    try:
+        fmt = output_format(args.format, args.output)
+        if args.plugin:
+            load_plugins(args.plugin, entry_points=False)
+        if args.rules:
+            check_rule_ids(args.rules, [r.id for r in all_rules()])
+    except ValueError as exc:
+        print(f"postmortem analyze: error: {exc}", file=sys.stderr)
+        return 2
     try:
         analysis = analyze(args.path, jobs=args.jobs, rules=args.rules, engine=args.engine,
-                           scheduler=args.scheduler, plugin_paths=args.plugin, quiet=args.quiet)
+                           scheduler=args.scheduler, plugin_paths=None, quiet=args.quiet)
     except (FileNotFoundError, EngineError) as exc:
         print(f"postmortem: error: {exc}", file=sys.stderr)
         return 2

@@ -1,6 +1,8 @@
 """Evidence gaps: what was missing that would have settled the question, and how to collect it next time."""
 from __future__ import annotations
 
+import re
+
 HANG_CATEGORIES = {"collective_timeout", "straggler", "barrier_skew", "logging_blocking", "unknown", "dataloader_failure"}
 
 
@@ -51,13 +53,27 @@ def evidence_gaps(tables, verdict) -> list[dict]:
                      "why": f"Only {len(seen)} of {ws} ranks left lines that name their rank; a silent rank is "
                             "often the culprit.",
                      "how": "torchrun --log-dir $LOGDIR --tee 3 ... (keeps every rank's stdout/stderr in its own file)"})
-    if not tables.events["ts"].notna().any() and cat not in (None, "no_failure") and len(tables.events):
+    if not tables.events["ts"].notna().any() and cat not in (None, "no_failure") and len(tables.events) \
+            and not lines_carry_times(tables):
         gaps.append({"missing": "timestamps on log lines",
                      "why": "Without times the order of events across ranks is inferred from log positions.",
                      "how": "logging.basicConfig(format='%(asctime)s %(message)s') or pipe through `ts` (moreutils)"})
     gaps.extend(_verdict_gaps(tables, verdict))
     gaps.extend(bundle_gaps(tables.meta, cat))
     return gaps
+
+
+# Dates and clock times as log lines write them (06/12/2025 09:12:05, 2025-06-12T09:12:05, Jun 12 09:12:05, [09:12:05]).
+_TIME_TEXT = re.compile(r"\b\d{1,4}[/.-]\d{1,2}[/.-]\d{1,4}[ T_]+\d{1,2}:\d\d:\d\d|"
+                        r"\b[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d|(?:^|[\[ ])\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[\] ]|$)")
+
+
+def lines_carry_times(tables, sample: int = 200) -> bool:
+    """True when the log lines show a date or clock time even though none was parsed into `ts` (then asking for
+    timestamps would ask for what the input already has)."""
+    ev = tables.events
+    messages = ev["message"].dropna().astype(str).head(sample) if len(ev) else []
+    return any(_TIME_TEXT.search(m) for m in messages)
 
 
 def _verdict_gaps(tables, verdict) -> list[dict]:

@@ -70,12 +70,26 @@ def frame_from_columns(table: str, data: dict[str, list], n: int) -> pd.DataFram
     for col in cols:
         values = pd.Series(data[col] if col in data else [None] * n, dtype=object)
         if col == "ts":
-            out[col] = pd.to_datetime(values, utc=True, errors="coerce")
+            out[col] = _times(values)
+        elif col == "parsed_ok":
+            out[col] = values.fillna(False).astype(bool)
         elif col in DTYPES:
             out[col] = _coerce(values, DTYPES[col])
         else:
             out[col] = values
     return pd.DataFrame(out, columns=cols)
+
+
+TS_DTYPE = "datetime64[ns, UTC]"
+
+
+def _times(values: pd.Series) -> pd.Series:
+    """UTC datetimes in one unit for every table (pandas would pick s or us per table from the values)."""
+    ts = pd.to_datetime(values, utc=True, errors="coerce")
+    try:
+        return ts.astype(TS_DTYPE)
+    except (OverflowError, ValueError):  # a year past 2262 does not fit in ns: such a time is as good as unknown
+        return pd.to_datetime(ts.where(ts.dt.year.between(1678, 2261)), utc=True).astype(TS_DTYPE)
 
 
 def _coerce(series: pd.Series, dtype: str) -> pd.Series:
@@ -88,3 +102,131 @@ def validate(table: str, df: pd.DataFrame) -> None:
     """Raise ValueError when a DataFrame does not have exactly the table's columns."""
     if list(df.columns) != columns(table):
         raise ValueError(f"table {table}: columns {list(df.columns)} != {columns(table)}")
+
+
+# What each table and column holds: the notebook API's docstrings and docs/tables.md are built from this.
+TABLE_DOCS: dict[str, str] = {
+    "sources": "one row per input file: what it is, how big, whether it parsed and why not",
+    "events": "one row per interesting log line (errors, exits, OOMs, timeouts, config echoes, checkpoints ...)",
+    "tracebacks": "one row per Python exception (chained exceptions are rows of their own)",
+    "steps": "one row per training/eval/sample step report of a rank (progress bars, `step N loss x` lines)",
+    "collectives": "one row per collective seen in a watchdog message or a flight-recorder record",
+    "stacks": "one row per thread in a stack dump (py-spy, faulthandler, gdb) of a process",
+    "gpu": "one row per GPU per nvidia-smi snapshot",
+    "nccl": "one row per NCCL_DEBUG line kept (setup, WARN lines)",
+}
+
+COLUMN_DOCS: dict[str, str] = {
+    "source": "input file, relative to the analysed path (inside an archive: the member name)",
+    "line": "1-based line number in `source` (null for whole-file facts)",
+    "rank": "global rank the row belongs to (null when no prefix, message or path names it; never guessed)",
+    "host": "host name where known",
+    "ts": "time of the line, UTC (null when the line carries no time)",
+    "kind": "sources: input kind (rank_log, nccl_log, pyspy, nvidia_smi, dmesg, flight_recorder ...); "
+            "events: event kind (error, traceback, oom, watchdog_timeout, exit, config, checkpoint_save ...)",
+    "compression": "gzip when the file was compressed, else null",
+    "bytes": "file size on disk",
+    "lines": "lines read",
+    "parsed_ok": "False when the file was skipped or its parser failed",
+    "problem": "why the file was skipped or read only in part (null when fine)",
+    "job": "label of the job the file belongs to when several jobs were found",
+    "message": "the line's text (cut at 1000 characters)",
+    "template": "the message with numbers, ranks, paths and addresses masked (groups repeated messages)",
+    "details": "dict of values the parser extracted (exit code, signal, path, sizes ...)",
+    "level": "log level letter or word where the line has one (E, W, I, error ...)",
+    "pid": "process id where the line or dump names one",
+    "exc_type": "exception class, e.g. torch.OutOfMemoryError",
+    "exc_message": "exception message",
+    "frames": "list of dicts (func, file, line, ...); tracebacks: outermost first; stacks: innermost first",
+    "last_user_frame": "the innermost frame outside site-packages/the standard library (dict) or null",
+    "chained_from": "row position of the exception this one was raised while handling, or null",
+    "end_line": "last line of the traceback in `source`",
+    "step": "step or batch number reported",
+    "total": "total steps of the progress bar, where shown",
+    "epoch": "epoch where reported",
+    "loss": "loss where reported",
+    "lr": "learning rate where reported",
+    "step_time": "seconds per step where reported",
+    "phase": "train, eval or sample",
+    "desc": "the progress bar's description or the line format the step came from",
+    "pg": "process group name/id",
+    "seq": "collective sequence number within the process group",
+    "op": "collective operation (allreduce, broadcast, barrier ...)",
+    "numel_in": "input element count",
+    "numel_out": "output element count",
+    "timeout_ms": "timeout of the collective in milliseconds",
+    "elapsed_ms": "time the collective had run when reported, in milliseconds",
+    "state": "scheduled, started, completed or timed_out",
+    "last_enqueued": "last sequence number enqueued by the rank (watchdog messages)",
+    "last_completed": "last sequence number completed by the rank (watchdog messages)",
+    "dtype": "tensor dtype of the collective",
+    "thread": "thread id or name as dumped",
+    "thread_name": "thread name where the dump has one",
+    "active": "True when the thread was running (py-spy), else False or null",
+    "owns_gil": "True when the thread held the GIL (py-spy), else False or null",
+    "signature": "hashable summary of the frames; equal stacks share it (used to group ranks)",
+    "dump": "which dump the thread came from (file and time)",
+    "gpu_index": "GPU index on its host",
+    "bus_id": "PCI bus id",
+    "mem_used_mib": "GPU memory used, MiB",
+    "mem_total_mib": "GPU memory total, MiB",
+    "util_pct": "GPU utilisation, percent",
+    "temp_c": "temperature, degrees C",
+    "power_w": "power draw, W",
+    "processes": "list of dicts (pid, name, used_mib) of the processes on the GPU",
+    "ecc_uncorrected": "uncorrected ECC error count",
+    "lost": "True when nvidia-smi reported the GPU lost / fallen off the bus",
+    "snapshot": "index of the nvidia-smi snapshot within its file",
+    "subsys": "NCCL subsystem (INIT, NET, COLL ...)",
+    "comm_id": "NCCL communicator id",
+    "nranks": "communicator size",
+    "cuda_dev": "CUDA device of the rank",
+    "version": "NCCL version",
+    "nccl_rank": "rank within the NCCL communicator",
+}
+
+
+def dtype_of(col: str) -> str:
+    """The pandas dtype a column has in every built table."""
+    if col == "ts":
+        return TS_DTYPE
+    return DTYPES.get(col, "bool" if col == "parsed_ok" else "object")
+
+
+def reference_markdown() -> str:
+    """docs/tables.md: every table of `Analysis.tables` with its columns, dtypes and meaning."""
+    out = ["# Tables of `postmortem.analyze(path).tables`", "",
+           "Generated from `postmortem/schema.py` (`python -m postmortem.schema > docs/tables.md`); a test keeps "
+           "them equal.", "",
+           f"Schema version {SCHEMA_VERSION}. Each table is a pandas DataFrame and an attribute of `a.tables` "
+           "(`a.tables.events`, tab-completes in Jupyter); `a.tables.as_dict()` gives them all and "
+           "`a.tables.meta` the job-level facts (world size, ranks seen, versions). `Int64` is pandas' nullable "
+           "integer (missing = `<NA>`), times are `datetime64[ns, UTC]` (missing = `NaT`), `object` columns hold "
+           "strings, lists or dicts as described.", ""]
+    for table in TABLE_NAMES:
+        out += [f"## `{table}`", "", TABLE_DOCS[table][:1].upper() + TABLE_DOCS[table][1:] + ".", "",
+                "| column | dtype | meaning |", "|---|---|---|"]
+        out += [f"| `{c}` | {dtype_of(c)} | {COLUMN_DOCS[c]} |" for c in columns(table)]
+        out.append("")
+    out += ["## `ranks`", "",
+            "One row per rank of the world: where each rank was when the job stopped (`a.ranks`, also "
+            "`a.tables.ranks`). Built by `postmortem/rank_state.py`, whose module docstring and `COLUMNS` list "
+            "its columns; every fact keeps the `source:line` it came from in a `*_at` column.", ""]
+    out += ["## `Analysis` attributes", "",
+            "| attribute | what |", "|---|---|",
+            "| `a.verdict` | the answer (`Verdict`: category, phase, rule, confidence, culprit_ranks, step, summary) |",
+            "| `a.findings` | DataFrame, one row per finding, the verdict's first: rule, category, phase, confidence "
+            "(float64), severity, title, culprit_ranks / affected_ranks (lists of int), first_culprit (Int64), step "
+            "(Int64), time (datetime64[ns, UTC]: when its first cited line was written), cascade_of, summary (one "
+            "sentence), explanation, remediation, evidence (list of dicts) |",
+            "| `a.finding_list` | the same findings as `Finding` objects (what rules and reports use) |",
+            "| `a.evidence_gaps` | list of dicts: missing, why, how |",
+            "| `a.sources` | list of discovered `Source` objects |",
+            "| `a.world_size` | world size (from the logs, or inferred) |",
+            "| `a.to_json()`, `a.to_html()`, `a.to_text()`, `a.figures()` | the report in each format; figures as "
+            "matplotlib Figures |", ""]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(reference_markdown(), end="")

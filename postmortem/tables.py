@@ -31,6 +31,28 @@ class Tables:
         """Name -> DataFrame, in schema order."""
         return dict(self.frames)
 
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self.__dict__.get("frames", {})))
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{name}={len(df)}" for name, df in self.frames.items())
+        return f"Tables({sizes})"
+
+
+def _table_property(name: str) -> property:
+    """`tables.<name>` with a docstring listing its columns and dtypes (from postmortem.schema)."""
+    def get(self) -> pd.DataFrame:
+        return self.frames[name]
+    cols = "\n".join(f"    {c} ({schema.dtype_of(c)}): {schema.COLUMN_DOCS[c]}" for c in schema.columns(name))
+    get.__doc__ = f"DataFrame: {schema.TABLE_DOCS[name]}.\n\nColumns:\n{cols}\n"
+    get.__name__ = name
+    return property(get, doc=get.__doc__)
+
+
+for _name in schema.TABLE_NAMES:
+    setattr(Tables, _name, _table_property(_name))
+del _name
+
 
 def build(sources: list[Source], results: list) -> Tables:
     """Assemble tables from discovered sources and their ParseResults (same order; rows as dicts or Columns)."""

@@ -1,7 +1,8 @@
 """Stage 5: from all findings pick the root cause (earliest cause that explains the rest); mark cascades."""
 from __future__ import annotations
 
-from postmortem.findings import CATEGORY_WORDS, Finding, Verdict
+from postmortem.findings import Finding, Verdict
+from postmortem.sentences import verdict_sentence
 
 # Categories that are usually consequences of something else when another finding is present.
 SYMPTOM_CATEGORIES = ("collective_timeout", "rank_crash", "nccl_error", "unknown")
@@ -23,11 +24,7 @@ def decide(findings: list[Finding], has_inputs: bool, signals=None) -> tuple[Ver
             f.cascade_of = root.rule if f.confidence < root.confidence else None
         elif f.category in root.explains or f.category in SYMPTOM_CATEGORIES:
             f.cascade_of = root.rule
-    where = f" on rank {', '.join(map(str, root.culprit_ranks))}" if root.culprit_ranks else ""
-    at = f" at step {root.step}" if root.step is not None else ""
-    phase = f" during {root.phase}" if root.phase and root.phase != "unknown" else ""
-    words = CATEGORY_WORDS[root.category]
-    summary = f"{words[:1].upper() + words[1:]}{where}{at}{phase}: {root.title}."
+    summary = verdict_sentence(root)
     return Verdict(root.category, root.phase, root.rule, root.confidence, list(root.culprit_ranks), root.step,
                    summary), ordered
 

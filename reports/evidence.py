@@ -7,7 +7,7 @@ MAX_SCAN_LINES = 2_000_000   # a cited line deeper than this in its file is show
 MAX_SHOWN_CHARS = 500        # context lines are cut here; the cited text itself comes from the finding
 
 
-def read_context(wanted: dict[str, set[int]], radius: int = 2) -> dict[tuple[str, int], list[tuple[int, str]] | str]:
+def read_context(wanted: dict[str, set[int]], radius: int = 2, cut: int = MAX_SHOWN_CHARS) -> dict[tuple[str, int], list[tuple[int, str]] | str]:
     """For each (path, line) in `wanted`, the lines line-radius..line+radius as (number, text).
 
     The value is a reason string ("not_readable", "too_far") instead of lines when the context cannot be shown.
@@ -33,7 +33,7 @@ def read_context(wanted: dict[str, set[int]], radius: int = 2) -> dict[tuple[str
             try:
                 for no, text in lines_iter:
                     if no in keep:
-                        got[no] = _cut(text)
+                        got[no] = _cut(text, cut)
                     if no >= stop:
                         break
             finally:
@@ -50,6 +50,69 @@ def read_context(wanted: dict[str, set[int]], radius: int = 2) -> dict[tuple[str
     return out
 
 
-def _cut(text: str) -> str:
+def _cut(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
     text = text.replace("\r", " ")
-    return text if len(text) <= MAX_SHOWN_CHARS else text[:MAX_SHOWN_CHARS] + " …"
+    return text if len(text) <= limit else text[:limit] + " …"
+
+
+def unique_evidence(evidence: list, paths: dict[str, str]) -> list:
+    """Cited lines once each (by file and line, or by text when the line is unknown), blank citations filled from
+    their file or dropped: what the terminal and the HTML report show."""
+    from postmortem.findings import Evidence
+    seen: set = set()
+    out, blank = [], {}
+    for e in evidence:
+        key = (e.source, e.line) if e.line is not None else (e.source, None, (e.text or "").strip())
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(e)
+        if e.line is not None and paths.get(e.source):
+            blank.setdefault(paths[e.source], set()).add(int(e.line))
+    got = read_context(blank, radius=0, cut=WHOLE_LINE_CHARS) if blank else {}
+    filled = []
+    for e in out:
+        text = e.text or ""
+        lines = got.get((paths.get(e.source), int(e.line) if e.line is not None else None))
+        line = lines[0][1] if isinstance(lines, list) and lines else ""
+        # The whole line where the citation is blank or a cut copy of it; a rule's own wording stays.
+        if line.strip() and (not text.strip() or (text.strip() in line and len(line) > len(text))
+                             or (_cut_short(text) and text.strip()[:60] in line)):
+            text = line
+        if text.strip():
+            filled.append(e if text == e.text else Evidence(e.source, e.line, e.rank, text))
+    return filled
+
+
+WHOLE_LINE_CHARS = 4000   # a cited line is shown whole up to here (rules cut their citations at 400 characters)
+
+
+def _cut_short(text: str | None) -> bool:
+    """Blank, or long enough that the rule may have cut it."""
+    return not (text or "").strip() or len(text) >= 399
+
+
+def where(source: str, line) -> str:
+    """`file:line`, or just the file when the citation has no line."""
+    return f"{source}:{line}" if line is not None else str(source)
+
+
+def first_time(analysis, finding) -> "object | None":
+    """The earliest time among the cited lines of `finding` (culprit ranks first), or None when none has one."""
+    import pandas as pd
+    t = analysis.tables
+    cited = {(e.source, e.line) for e in finding.evidence if e.line is not None}
+    culprits = set(finding.culprit_ranks)
+    best = None
+    for name in ("events", "tracebacks", "stacks", "steps", "collectives", "nccl", "gpu"):
+        df = t.frames.get(name)
+        if df is None or not len(df) or not df["ts"].notna().any():
+            continue
+        rows = df[df["ts"].notna()]
+        hit = rows[[(s, ln) in cited for s, ln in zip(rows["source"], rows["line"].astype(object))]]
+        if culprits and len(hit) and hit["rank"].isin(list(culprits)).any():
+            hit = hit[hit["rank"].isin(list(culprits))]
+        if len(hit):
+            ts = hit["ts"].min()
+            best = ts if best is None or ts < best else best
+    return None if best is None or pd.isna(best) else best

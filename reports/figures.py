@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import re
 
 import numpy as np
@@ -51,11 +52,36 @@ def _labels(lang: str) -> tuple[dict, list[str] | None]:
     if lang == "en":
         return i18n.catalogue("en"), None
     from matplotlib import font_manager
-    names = {f.name for f in font_manager.fontManager.ttflist}
-    for name in CJK_FONTS:
-        if name in names:
-            return i18n.catalogue(lang), [name, "DejaVu Sans"]
+    for attempt in range(2):
+        names = {f.name for f in font_manager.fontManager.ttflist}
+        for name in CJK_FONTS:
+            if name in names:
+                return i18n.catalogue(lang), [name, "DejaVu Sans"]
+        if attempt == 0 and not _add_system_cjk_fonts(font_manager):
+            break
     return i18n.catalogue("en"), None
+
+
+_CJK_FILES = ("wqy", "notosanscjk", "notoserifcjk", "notosanssc", "sourcehansans", "droidsansfallback")
+
+
+def _add_system_cjk_fonts(font_manager) -> bool:
+    """matplotlib's font cache predates a CJK font installed later (apt-get install fonts-wqy-microhei): register
+    the system's CJK font files with it. True when one was added."""
+    added = False
+    try:
+        files = font_manager.findSystemFonts()
+    except OSError:
+        return False
+    for path in files:
+        base = os.path.basename(path).lower().replace("-", "").replace("_", "")
+        if base.startswith(_CJK_FILES):
+            try:
+                font_manager.fontManager.addfont(path)
+                added = True
+            except (OSError, RuntimeError, ValueError):
+                continue
+    return added
 
 
 def _new(lang: str, width: float, height: float):
@@ -81,7 +107,24 @@ def _x_axis(ax, axis, t) -> None:
         ax.set_xlabel(t["fig_time"])
     else:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel(t["fig_line"])
+        ax.set_xlabel(t["fig_order"] if axis.mode == "order" else t["fig_line"])
+
+
+MIN_TEXT_PT = 10.5   # at 96 dpi and 1:1 in the report, about the size of the report's own small text
+
+
+def _readable(fig: Figure) -> None:
+    """No text in a chart smaller than MIN_TEXT_PT: tick labels, axis labels, legends, annotations (readable at
+    100 % zoom; the PNG is shown at its natural width on a laptop screen)."""
+    for text in fig.findobj(lambda a: hasattr(a, "get_fontsize") and hasattr(a, "set_fontsize")):
+        try:
+            if text.get_fontsize() < MIN_TEXT_PT:
+                text.set_fontsize(MIN_TEXT_PT)
+        except (TypeError, ValueError):
+            continue
+    for ax in fig.axes:
+        for label in (ax.xaxis.label, ax.yaxis.label):
+            label.set_fontsize(max(label.get_fontsize(), MIN_TEXT_PT + 1))
 
 
 def _pad(ax, lo: float, hi: float) -> None:
@@ -136,6 +179,7 @@ def timeline_figure(model, lang: str = "en") -> Figure | None:
     _pad(ax, lo, hi)
     _x_axis(ax, model.axis, t)
     ax.tick_params(axis="y", length=0)
+    _readable(fig)
     fig.tight_layout()
     return fig
 
@@ -170,10 +214,11 @@ def steps_figure(model, lang: str = "en") -> Figure | None:
     series = model.step_series
     if not series or all(len(xs) < 2 for xs, _ in series.values()):
         return None   # a single point per rank says nothing a table row does not
-    fig, ax, t, family = _new(lang, 10, 2.9)
+    fig, ax, t, family = _new(lang, 10, 3.4)
     front = max(r["last_step"] for r in model.step_last)
     behind = {r["rank"] for r in model.step_last if r["last_step"] < front}
-    keys = sorted(series, key=lambda r: (r is None, r if r is not None else 0))
+    # Ranks behind the front last, so they are drawn on top of the ranks whose lines they share up to where they stop.
+    keys = sorted(series, key=lambda r: (r in behind, r is None, r if r is not None else 0))
     many = len(keys) > MAX_LABELLED
     labelled = 0
     grey: list = []          # consecutive grey lines, drawn as one collection in the same order (same picture)
@@ -186,9 +231,16 @@ def steps_figure(model, lang: str = "en") -> Figure | None:
         name = t["unattributed_label"] if r is None else i18n.fmt(t, "fig_rank", rank=r)
         show = labelled < MAX_LABELLED
         labelled += 1
-        ax.plot(xs, ys, linewidth=1.4 if r in behind else 1.0, marker="o" if len(xs) <= 30 else None,
-                markersize=3, label=name if show else None,
-                color=ROLE_COLOURS["culprit"] if (many and r in behind) else None)
+        line, = ax.plot(xs, ys, linewidth=2.4 if r in behind else 1.0, marker="o" if len(xs) <= 30 else None,
+                        markersize=4.5 if r in behind else 3, label=name if show else None,
+                        color=ROLE_COLOURS["culprit"] if (many and r in behind) else None,
+                        zorder=3 if r in behind else 2)
+        if r in behind and xs:
+            label = ax.annotate(i18n.fmt(t, "fig_stopped_at", step=int(ys[-1])), (xs[-1], ys[-1]), xytext=(6, -4),
+                                textcoords="offset points", ha="left", va="top", color=line.get_color(),
+                                fontsize=10.5)
+            if family:
+                label.set_fontfamily(family)
     _grey_lines(ax, grey)
     if many:
         ax.plot([], [], color="#9aa4ad", linewidth=0.8, label=t["fig_other_ranks"])
@@ -198,6 +250,7 @@ def steps_figure(model, lang: str = "en") -> Figure | None:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, ncol=2 if labelled > 8 else 1, loc="upper left", frameon=False,
                   prop={"family": family, "size": 7} if family else {"size": 7})
+    _readable(fig)
     fig.tight_layout()
     return fig
 
@@ -243,6 +296,7 @@ def gpu_figure(gm, lang: str = "en", culprits: dict | None = None) -> Figure | N
         ax.set_xlabel(t["fig_snapshot"])
     ax.legend(fontsize=7, loc="lower right", frameon=False,
               prop={"family": family, "size": 7} if family else {"size": 7})
+    _readable(fig)
     fig.tight_layout()
     return fig
 

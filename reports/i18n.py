@@ -33,12 +33,21 @@ EN: dict[str, str] = {
     "sec_findings": "Other findings and cascades",
     "sec_gaps": "Evidence gaps",
     "sec_sources": "Sources",
+    "nav_timeline": "Timeline",
+    "nav_steps": "Steps",
+    "nav_gpu": "GPU memory",
+    "nav_stacks": "Stacks",
+    "nav_nccl": "NCCL",
+    "nav_findings": "Other findings",
+    "nav_gaps": "Gaps",
     # verdict
     "what_went_wrong": "What went wrong",
     "culprit_ranks": "Culprit ranks",
     "affected_ranks": "Ranks that waited or failed because of it",
     "step": "Step",
     "phase": "Phase",
+    "time_label": "Time",
+    "original_text": "original (English)",
     "confidence": "Confidence",
     "why": "Why",
     "fix": "What to change",
@@ -58,7 +67,7 @@ EN: dict[str, str] = {
     "conf_moderate": "moderate: the evidence fits, but check it before acting on it",
     "conf_low": "low: a lead, not a conclusion; collect what the evidence gaps list",
     "conf_meter_label": "confidence {pct}%",
-    # categories (DESIGN.md ids)
+    # categories (ids of docs/json.md)
     "cat_gpu_oom": "GPU out of memory",
     "cat_host_oom": "Host RAM exhausted (kernel OOM killer)",
     "cat_dataloader_failure": "DataLoader worker failure",
@@ -101,6 +110,8 @@ EN: dict[str, str] = {
     "timeline_axis_time": "Positions are UTC timestamps from the logs.",
     "timeline_axis_line": ("The logs carry no timestamps: positions are line numbers within each file, "
                            "comparable only inside one file."),
+    "timeline_axis_unread": ("The lines carry times, but in a form postmortem does not read as a date yet: "
+                             "positions are line numbers within each file, comparable only inside one file."),
     "lane_ranks": "Ranks",
     "lane_count": "Count",
     "lane_role": "Role",
@@ -226,8 +237,10 @@ EN: dict[str, str] = {
     "src_only_problems": "only files with problems",
     # figures (matplotlib)
     "fig_time": "time (UTC)",
-    "fig_line": "line in the log file (no timestamps)",
+    "fig_line": "line in the log file",
+    "fig_order": "n-th step report of each rank, in its own log's order",
     "fig_step": "step",
+    "fig_stopped_at": "stopped at {step}",
     "fig_snapshot": "nvidia-smi snapshot",
     "fig_mem": "memory used (MiB)",
     "fig_oom": "OOM",
@@ -259,7 +272,7 @@ ZH: dict[str, str] = {
     "generated_label": "分析时间",
     "generated_by": "由 postmortem 生成",
     "no_js_note": "无需 JavaScript 即可阅读；脚本只用于排序和筛选。",
-    "rule_text_note": "规则给出的解释和修复建议为英文。",
+    "rule_text_note": "规则给出的详细解释为英文；修复建议附英文原文。",
     "sec_verdict": "结论",
     "sec_evidence": "证据",
     "sec_timeline": "各 rank 时间线",
@@ -271,11 +284,20 @@ ZH: dict[str, str] = {
     "sec_findings": "其他发现与连锁反应",
     "sec_gaps": "缺失的证据",
     "sec_sources": "输入文件",
+    "nav_timeline": "时间线",
+    "nav_steps": "训练步",
+    "nav_gpu": "GPU 显存",
+    "nav_stacks": "调用栈",
+    "nav_nccl": "NCCL",
+    "nav_findings": "其他发现",
+    "nav_gaps": "缺失证据",
     "what_went_wrong": "出了什么问题",
     "culprit_ranks": "肇事 rank",
     "affected_ranks": "因此等待或失败的 rank",
     "step": "训练步",
     "phase": "阶段",
+    "time_label": "时间",
+    "original_text": "英文原文",
     "confidence": "置信度",
     "why": "原因",
     "fix": "如何修改",
@@ -332,6 +354,7 @@ ZH: dict[str, str] = {
     "timeline_empty": "没有任何输入行标明其 rank，因此无法绘制各 rank 时间线。",
     "timeline_axis_time": "横轴为日志中的 UTC 时间戳。",
     "timeline_axis_line": "日志没有时间戳：横轴为各文件内的行号，仅在同一文件内可比。",
+    "timeline_axis_unread": "日志行带有时间，但其格式 postmortem 暂时无法解析为日期：横轴为各文件内的行号，仅在同一文件内可比。",
     "lane_ranks": "Rank",
     "lane_count": "数量",
     "lane_role": "角色",
@@ -445,8 +468,10 @@ ZH: dict[str, str] = {
     "src_filter": "筛选文件",
     "src_only_problems": "只显示有问题的文件",
     "fig_time": "时间 (UTC)",
-    "fig_line": "日志文件中的行号（无时间戳）",
+    "fig_line": "日志文件中的行号",
+    "fig_order": "各 rank 在自身日志中的第 n 次训练步报告",
     "fig_step": "训练步",
+    "fig_stopped_at": "停在 {step}",
     "fig_snapshot": "nvidia-smi 快照",
     "fig_mem": "显存占用 (MiB)",
     "fig_oom": "OOM",
@@ -466,6 +491,80 @@ ZH: dict[str, str] = {
 }
 
 CATALOGUES: dict[str, dict[str, str]] = {"en": EN, "zh": ZH}
+
+# Advice per rule id, for languages other than English (the rule's own English text is shown beside it).
+ADVICE: dict[str, dict[str, str]] = {"zh": {
+    "bare-collective-timeout": "集合通信超时而日志未显示原因：下次运行时开启 NCCL_DEBUG=INFO 与 flight recorder，并在卡住时用 "
+                               "py-spy dump 抓取每个 rank 的调用栈，找出没有到达该集合通信的 rank。",
+    "checkpoint-corrupt": "原子地写检查点（rank 0 先写到 path.tmp，再 os.replace）；其他 rank 加载前先 dist.barrier()；"
+                          "新检查点写完前保留上一个；监控磁盘空间；删除残缺文件后从上一个完好的检查点恢复。",
+    "collective-after-training-end": "让所有 rank 在同一处结束：训练结束后不要再只在部分 rank 上调用集合通信（评估、保存、"
+                                     "日志汇总），或在结束前用 dist.barrier() 对齐，再 destroy_process_group()。",
+    "first-collective-never-completed": "检查各节点之间的网络连通性、MASTER_ADDR/MASTER_PORT、防火墙与 NCCL_SOCKET_IFNAME；"
+                                        "开启 NCCL_DEBUG=INFO 重新运行，查看哪个传输层或对端连不上。",
+    "collective-mismatch": "让每个 rank 以相同顺序发起相同的集合通信：不要在依赖 rank 或数据的条件分支里调用集合通信；"
+                           "需要分支时由 rank 0 广播决定。",
+    "dataloader-worker-died": "调大 /dev/shm（docker --shm-size）或减少 num_workers；检查数据集代码中的崩溃与内存增长；"
+                              "用 num_workers=0 复现以看到真正的异常。",
+    "ddp-unused-parameters": "让每次迭代的所有参数都参与损失计算，或在 DDP 中设置 find_unused_parameters=True"
+                             "（有开销）；若参数集合随迭代变化，请使用 static_graph 或拆分模型。",
+    "death-at-periodic-step": "降低采样/评估阶段的批大小（按每张卡计算），在 torch.no_grad()/inference_mode 下运行，"
+                              "并先释放训练图（del loss; torch.cuda.empty_cache()）；下次运行记录 nvidia-smi 以确认。",
+    "first-exception": "修复最先抛出的异常（见证据中的调用栈）；其他 rank 的超时与断连是它的连锁反应。",
+    "gpu-hardware-fault": "将该 GPU/节点下线并交给运维检查（Xid、ECC、PCIe）；从最近的检查点在健康节点上恢复。",
+    "gpu-oom": "降低出错阶段的批大小（按每张卡计算）或序列长度，启用梯度检查点/混合精度，在评估与采样中使用 "
+               "torch.no_grad()，必要时设置 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True 以减少碎片。",
+    "host-oom-killer": "降低主机内存占用：减少 DataLoader num_workers 与预取、避免每个 rank 各自把整个数据集读入内存"
+                       "（使用内存映射或共享内存），或申请内存更大的节点。",
+    "logger-blocks-loop": "不要让日志阻塞训练循环：只在 rank 0 记录、降低频率，wandb 使用后台线程/离线模式"
+                          "（WANDB_MODE=offline 之后再同步），避免在集合通信之间做同步的网络 I/O。",
+    "nan-loss": "降低学习率或加入预热，开启梯度裁剪，检查输入数据中的 NaN/Inf，使用 bf16 或损失缩放；"
+                "用 torch.autograd.set_detect_anomaly(True) 定位第一次出现 NaN 的算子。",
+    "nccl-failure": "检查出错 rank 所在节点的网络与 IB/RoCE 链路、NCCL 版本一致性及 NCCL_SOCKET_IFNAME 等设置；"
+                    "开启 NCCL_DEBUG=INFO 重新运行以看到具体的传输错误。",
+    "odd-rank-out-stack": "查明该 rank 为何卡在调用栈所示的位置（锁、sleep、死循环、缓慢的 I/O）并修复；"
+                          "这是真正的卡死，调大超时只会推迟同样的失败。",
+    "peer-exited-while-waiting": "确保所有 rank 执行相同次数的迭代后再一起退出（DistributedSampler(drop_last=True)、"
+                                 "DDP join()），不要让某个 rank 提前 break 或 return。",
+    "straggler-busy-rank": "把这段只在一个 rank 上执行的长时间工作移出集合通信的等待窗口：离线或在 init_process_group "
+                           "之前完成并缓存，或把工作分摊到所有 rank；确属必要的长时间工作才需要调大超时"
+                           "（init_process_group(timeout=...)）。",
+    "uneven-progress": "使用 DistributedSampler(drop_last=True) 或填充数据，使每个 rank 得到相同数量的批次；"
+                       "不均匀的循环用 DDP 的 join() 包裹；避免按 rank 提前退出。",
+}}
+
+# Evidence gaps by the first words of their `missing` text: (missing, why) per language; the command stays as is.
+GAPS: dict[str, dict[str, tuple[str, str]]] = {"zh": {
+    "py-spy dumps": ("每个 rank 的 py-spy 调用栈", "调用栈能准确显示任务卡住时每个 rank 在做什么；没有它们，只能根据最后一行日志推断。"),
+    "flight-recorder traces": ("flight recorder 记录", "它记录每个 rank 最后的集合通信（序号、操作、大小、状态），能直接指出落后或不匹配的 rank。"),
+    "NCCL debug output": ("NCCL 调试输出", "NCCL WARN 行会指出 'unhandled system error' 等概括性错误背后的传输层、对端与 CUDA 错误。"),
+    "nvidia-smi history": ("nvidia-smi 历史记录", "每张 GPU 的显存随时间变化能说明占用是逐渐增长还是在阶段切换时突增。"),
+    "kernel log of every node": ("每个节点的内核日志", "没有 Python 调用栈就死掉的进程（被 OOM killer 以 SIGKILL 杀死、SIGSEGV、"
+                                 "SIGBUS、GPU Xid）只在内核日志里留下原因。"),
+    "kernel log": ("内核日志", "OOM killer 的日志行会写明被杀的进程号与其内存占用，可确认主机内存耗尽。"),
+    "the launcher's exit summary": ("启动器的退出摘要与每个 rank 完整的 stderr", "每个 rank 的退出码或信号以及第一个调用栈是判断原因的依据；"
+                                    "摘录或终端回滚会把它们截掉。"),
+    "Python stacks at the moment": ("崩溃或卡住时的 Python 调用栈", "faulthandler 会在致命信号时打印每个线程的调用栈；py-spy 能显示卡住的 rank 在等什么。"),
+    "logs of ranks": ("部分 rank 的日志", "有些 rank 没有留下标明其 rank 的日志行；沉默的 rank 往往就是肇事者。"),
+    "timestamps on log lines": ("日志行的时间戳", "没有时间，只能根据日志中的位置推断各 rank 之间事件的先后。"),
+    "logs of a single job": ("单个任务的日志", "输入中混有多个任务的文件。"),
+    "synchronised clocks": ("各主机同步的时钟", "不同主机的时间戳被放在一起比较，但时钟可能不同步。"),
+}}
+
+
+def advice(lang: str, rule: str | None, english: str) -> str | None:
+    """The fix in `lang` for a rule (None when English is the language or the rule has no translation)."""
+    return ADVICE.get(lang, {}).get(rule or "")
+
+
+def gap_words(lang: str, missing: str, why: str) -> tuple[str, str]:
+    """An evidence gap's `missing` and `why` in `lang` (unchanged when there is no translation)."""
+    for prefix, words in GAPS.get(lang, {}).items():
+        if missing.startswith(prefix):
+            if prefix == "logs of ranks":
+                return words[0] + missing[len("logs of ranks"):], words[1]
+            return words
+    return missing, why
 
 
 def catalogue(lang: str | None = None) -> dict[str, str]:

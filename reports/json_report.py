@@ -1,4 +1,4 @@
-"""The `--format json` output: exactly the DESIGN.md contract, deterministic."""
+"""The `--format json` output: exactly the contract in docs/json.md, deterministic."""
 from __future__ import annotations
 
 import json
@@ -24,7 +24,7 @@ def to_dict(analysis) -> dict:
         "world_size_inferred": bool(meta.get("world_size_inferred", True)),
         "ranks_seen": list(meta.get("ranks_seen", [])),
         "verdict": analysis.verdict.to_dict() if analysis.verdict else None,
-        "findings": [f.to_dict() for f in analysis.findings],
+        "findings": [f.to_dict() for f in analysis.finding_list],
         "evidence_gaps": list(analysis.evidence_gaps),
         "sources": sources,
         **({"rule_errors": list(meta["rule_errors"])} if meta.get("rule_errors") else {}),

@@ -16,7 +16,8 @@ TIME_SHARE = 0.5          # timestamps on at least this share of rank lines => t
 
 @dataclass
 class Axis:
-    """How positions are measured: seconds since `origin` (mode "time") or line numbers in each file ("line")."""
+    """How positions are measured: seconds since `origin` (mode "time"), line numbers in each file ("line"), or the
+    n-th report of each rank in its own log ("order", for untimed step reports)."""
     mode: str
     origin: pd.Timestamp | None = None
 
@@ -146,7 +147,22 @@ def _axis(act: pd.DataFrame) -> Axis:
 def _x(df: pd.DataFrame, axis: Axis) -> pd.Series:
     if axis.mode == "time":
         return (df["ts"] - axis.origin).dt.total_seconds()
+    if axis.mode == "order":
+        return df["order"].astype("float64")
     return df["line"].astype("float64")
+
+
+def _own_order(st: pd.DataFrame) -> pd.DataFrame:
+    """Untimed step reports: each rank's reports from the file that has most of them, numbered in that file's
+    order (line numbers of different files do not compare, and a rank's steps echoed in two files would zig-zag)."""
+    st = st[st["rank"].notna()]
+    if not len(st):
+        return st.assign(order=pd.Series(dtype="float64"))
+    counts = st.groupby(["rank", "source"], sort=True).size().reset_index(name="n")
+    best = counts.sort_values(["rank", "n", "source"], ascending=[True, False, True]).drop_duplicates("rank")
+    keep = set(zip(best["rank"], best["source"]))
+    st = st[[(r, s) in keep for r, s in zip(st["rank"], st["source"])]].sort_values(["rank", "line"], kind="stable")
+    return st.assign(order=st.groupby("rank").cumcount() + 1)
 
 
 def build(analysis) -> RankModel:
@@ -157,7 +173,7 @@ def build(analysis) -> RankModel:
     if len(act):
         act = act.assign(x=_x(act, axis))
         act = act[act["x"].notna()].sort_values(["x", "source", "line"], kind="stable")
-    root = analysis.findings[0] if analysis.findings and analysis.verdict is not None \
+    root = analysis.finding_list[0] if analysis.finding_list and analysis.verdict is not None \
         and analysis.verdict.category not in ("no_failure",) else None
     culprits = list(root.culprit_ranks) if root else []
     affected = list(root.affected_ranks) if root else []
@@ -294,7 +310,8 @@ def _steps(tables, axis: Axis) -> tuple[dict, dict, str | None, Axis]:
     if st["ts"].notna().mean() >= TIME_SHARE:
         step_axis = axis if axis.mode == "time" else Axis("time", st["ts"].min())
     else:
-        step_axis = Axis("line")
+        step_axis = Axis("order")
+        st = _own_order(st)
     st = st.assign(x=_x(st, step_axis))
     st = st[st["x"].notna()]
     last: dict = {}

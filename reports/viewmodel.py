@@ -10,7 +10,9 @@ import pandas as pd
 from reports import i18n
 from reports import ranks as ranks_mod
 from reports import sections
-from reports.evidence import read_context
+from postmortem.gaps import lines_carry_times
+from postmortem.sentences import as_int, sentence
+from reports.evidence import WHOLE_LINE_CHARS, first_time, read_context, unique_evidence
 from reports.sections import rank_ranges
 
 SECTION_IDS = ("verdict", "evidence", "timeline", "steps", "gpu", "stacks", "collectives", "nccl", "findings",
@@ -48,7 +50,10 @@ class VerdictView:
     explanation_more: str = ""
     remediation: str = ""
     remediation_more: str = ""
+    remediation_en: str = ""     # the rule's English fix, shown beside a translated one
     rule: str = ""
+    sentence: str = ""           # the verdict as one sentence, in the report's language
+    when: str = ""               # the first cited line's time, when it has one
 
 
 def _lead(text: str, limit: int = MAX_LEAD_CHARS) -> tuple[str, str]:
@@ -123,6 +128,8 @@ class FindingRow:
     explanation: str
     remediation: str
     evidence: list[EvidenceItem]
+    title_lang: str = "en"        # the title is the finding's sentence in the report's language when not English
+    fix_lang: str = "en"
 
 
 @dataclass
@@ -195,6 +202,7 @@ class ReportView:
     sources_summary: str
     sources_more: str
     fragment: bool
+    shown: list[str] = field(default_factory=list)   # ids of the sections printed (those with something to show)
 
 
 def _generated(value) -> str:
@@ -246,11 +254,11 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
     # The notebook fragment has no sources table, so its file names link nowhere.
     anchors = {} if fragment else {s: f"src-{i}" for i, s in enumerate(tables.sources["source"].astype(str))}
     paths = {s.source: s.path for s in (analysis.sources or [])}
-    verdict = _verdict(analysis, t)
-    root = analysis.findings[0] if analysis.findings else None
+    verdict = _verdict(analysis, t, lang)
+    root = analysis.finding_list[0] if analysis.finding_list else None
     evidence, ev_more = _evidence(root, t, paths, anchors, context, max_evidence)
-    findings = [_finding(f, t, anchors) for f in analysis.findings[1:]]
-    gaps = [GapView(str(g.get("missing", "")), str(g.get("why", "")), str(g.get("how", "")))
+    findings = [_finding(f, t, anchors, lang) for f in analysis.finding_list[1:]]
+    gaps = [GapView(*i18n.gap_words(lang, str(g.get("missing", "")), str(g.get("why", ""))), str(g.get("how", "")))
             for g in analysis.evidence_gaps]
     gaps_script = "\n".join(f"# {g.missing}\n{g.how}" for g in gaps)
     sources, src_summary, src_more = _sources(tables.sources, t, anchors, max_sources)
@@ -274,6 +282,7 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
         _fill_rank_sections(view, analysis, t, figures, lang)
         _fill_table_sections(view, analysis, t, figures, lang)
     view.nav = _nav(view, t)
+    view.shown = [n.id for n in view.nav if not n.empty]  # a section with nothing to show is left out
     return view
 
 
@@ -285,11 +294,11 @@ def _version() -> str:
         return ""
 
 
-def _verdict(analysis, t) -> VerdictView:
+def _verdict(analysis, t, lang: str = "en") -> VerdictView:
     v = analysis.verdict
     if v is None:
         return VerdictView(present=False, words=t["no_input"], summary=t["no_input_text"], tone="unknown")
-    root = analysis.findings[0] if analysis.findings else None
+    root = analysis.finding_list[0] if analysis.finding_list else None
     level = "high" if v.confidence >= 0.8 else "moderate" if v.confidence >= 0.5 else "low"
     where = []
     if v.culprit_ranks:
@@ -304,13 +313,20 @@ def _verdict(analysis, t) -> VerdictView:
         present=True, category=v.category, words=i18n.category_words(t, v.category), where=t["list_sep"].join(where),
         tone="ok" if v.category == "no_failure" else "unknown" if v.category == "unknown" else "fail",
         culprits=rank_ranges(v.culprit_ranks) or t["no_rank_stands_out"],
-        affected=rank_ranges(affected) or t["none"], step=t["none"] if v.step is None else str(v.step),
+        affected=rank_ranges(affected) or t["none"], step=t["none"] if as_int(v.step) is None else str(as_int(v.step)),
         phase=i18n.phase_words(t, v.phase) or t["none"], confidence=f"{v.confidence:.2f}", pct=pct, level=level,
         level_text=t[f"conf_{level}"], meter_label=i18n.fmt(t, "conf_meter_label", pct=pct), summary=v.summary,
         title=root.title if root else "", rule=v.rule or "")
+    out.sentence = sentence(root, lang) if root else v.summary
+    when = first_time(analysis, root) if root else None
+    out.when = f"{when:%Y-%m-%d %H:%M:%S} UTC" if when is not None else ""
     if root:
         out.explanation, out.explanation_more = _lead(root.explanation)
-        out.remediation, out.remediation_more = _lead(root.remediation)
+        translated = i18n.advice(lang, root.rule, root.remediation)
+        if translated:
+            out.remediation, out.remediation_en = translated, root.remediation
+        else:
+            out.remediation, out.remediation_more = _lead(root.remediation)
     return out
 
 
@@ -330,13 +346,14 @@ def _line_no(v) -> int | None:
 def _evidence(root, t, paths, anchors, radius, limit) -> tuple[list[EvidenceItem], int]:
     if root is None or not root.evidence:
         return [], 0
-    shown = root.evidence[:limit]
+    cited = unique_evidence(root.evidence, paths)
+    shown = cited[:limit]
     wanted: dict[str, set[int]] = {}
     for e in shown:
         path, line = paths.get(e.source), _line_no(e.line)
         if path and line is not None:
             wanted.setdefault(path, set()).add(line)
-    ctx = read_context(wanted, radius) if radius > 0 else {}
+    ctx = read_context(wanted, radius, cut=WHOLE_LINE_CHARS) if radius > 0 else {}
     items = []
     for e in shown:
         line = _line_no(e.line)
@@ -348,11 +365,14 @@ def _evidence(root, t, paths, anchors, radius, limit) -> tuple[list[EvidenceItem
         got = ctx.get((path, line)) if path and line is not None else None
         if isinstance(got, list):
             item.context = [ContextLine(no, text, no == line) for no, text in got]
-        elif radius > 0:
-            why = "why_no_line" if line is None else "why_too_far" if got == "too_far" else "why_not_readable"
+            hit = next((text for no, text in got if no == line), "")
+            if item.text.strip() and item.text.strip() in hit:
+                item.text = ""   # the highlighted line says it all; a rule's own wording of it stays in the header
+        elif radius > 0 and line is not None:   # a citation with no line (a whole-file fact) needs no excuse
+            why = "why_too_far" if got == "too_far" else "why_not_readable"
             item.note = i18n.fmt(t, "evidence_no_context", why=t[why])
         items.append(item)
-    return _merge_overlapping(items, shown, t), len(root.evidence) - len(shown)
+    return _merge_overlapping(items, shown, t), len(cited) - len(shown)
 
 
 def _merge_overlapping(items: list[EvidenceItem], cited, t) -> list[EvidenceItem]:
@@ -381,15 +401,21 @@ def _merge_overlapping(items: list[EvidenceItem], cited, t) -> list[EvidenceItem
     return out
 
 
-def _finding(f, t, anchors) -> FindingRow:
+def _finding(f, t, anchors, lang: str = "en") -> FindingRow:
     ev = [EvidenceItem(source=str(e.source), line=_str(e.line), rank=_str(e.rank), text=_cited(e.text),
                        anchor=anchors.get(str(e.source), "")) for e in f.evidence[:MAX_OTHER_EVIDENCE]]
     ranks = rank_ranges(f.culprit_ranks)
-    return FindingRow(confidence=f"{f.confidence:.2f}", category=f.category,
-                      words=i18n.category_words(t, f.category), title=f.title, rule=f.rule, severity=f.severity,
-                      ranks=ranks or t["none"],
-                      relation=i18n.fmt(t, "f_cascade_of", rule=f.cascade_of) if f.cascade_of else t["f_independent"],
-                      cascade=bool(f.cascade_of), explanation=f.explanation, remediation=f.remediation, evidence=ev)
+    row = FindingRow(confidence=f"{f.confidence:.2f}", category=f.category,
+                     words=i18n.category_words(t, f.category), title=f.title, rule=f.rule, severity=f.severity,
+                     ranks=ranks or t["none"],
+                     relation=i18n.fmt(t, "f_cascade_of", rule=f.cascade_of) if f.cascade_of else t["f_independent"],
+                     cascade=bool(f.cascade_of), explanation=f.explanation, remediation=f.remediation, evidence=ev)
+    if lang != "en":
+        row.title, row.title_lang = sentence(f, lang), t["html_lang"]
+        fix = i18n.advice(lang, f.rule, f.remediation)
+        if fix:
+            row.remediation, row.fix_lang = fix, t["html_lang"]
+    return row
 
 
 def _sources(src: pd.DataFrame, t, anchors, limit) -> tuple[list[SourceRow], str, str]:
@@ -417,7 +443,8 @@ def _fill_rank_sections(view: ReportView, analysis, t, figures: bool, lang: str)
             count=len(lane.ranks), role=lane.role, role_words=role_words[lane.role], first=lane.first_where,
             last=lane.last_where, errors=lane.n_errors, how=t["fig_silent"] if lane.silent else _cited(lane.how)[:240]))
     if model.lanes:
-        view.timeline_axis = t["timeline_axis_time"] if model.axis.mode == "time" else t["timeline_axis_line"]
+        view.timeline_axis = t["timeline_axis_time"] if model.axis.mode == "time" else \
+            t["timeline_axis_unread"] if lines_carry_times(analysis.tables) else t["timeline_axis_line"]
     if model.merged_groups:
         view.timeline_notes.append(i18n.fmt(t, "lanes_more", n=model.merged_groups))
     if model.silent and model.lanes:
@@ -498,4 +525,4 @@ def _nav(view: ReportView, t) -> list[NavItem]:
         "gaps": not view.gaps, "sources": not view.sources,
     }
     ids = FRAGMENT_SECTIONS if view.fragment else SECTION_IDS
-    return [NavItem(i, t[f"sec_{i}"], empty[i]) for i in ids]
+    return [NavItem(i, t.get(f"nav_{i}", t[f"sec_{i}"]), empty[i]) for i in ids]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -38,7 +39,8 @@ def test_json_contract_keys_and_agreement_with_text(capsys):
     assert data["findings"] == sorted(data["findings"], key=lambda x: -x["confidence"])
     assert main(["analyze", FIRE]) == 0
     text = capsys.readouterr().out
-    assert f"VERDICT  {data['verdict']['category']}" in text and data["verdict"]["summary"] in text
+    assert f"VERDICT  {data['verdict']['category']}" in text
+    assert " ".join(data["verdict"]["summary"].split()) in " ".join(text.split())   # the same sentence, wrapped
 
 
 def test_html_output_file(tmp_path, capsys):
@@ -73,3 +75,114 @@ def test_json_is_strict_no_nan(capsys):
     out = capsys.readouterr().out
     json.loads(out, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
     assert "NaN" not in out
+
+
+# --- issue 16: output format, unknown rules, broken pipes, archives (each as the user runs it: a subprocess)
+
+def test_output_format_follows_the_extension(tmp_path):
+    out = tmp_path / "report.json"
+    r = _run("analyze", FIRE, "-o", str(out), "-q")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text())["verdict"]["category"]
+    html = tmp_path / "report.html"
+    assert _run("analyze", FIRE, "-o", str(html), "-q").returncode == 0
+    assert html.read_text().startswith("<!DOCTYPE html>")
+    txt = tmp_path / "report.txt"
+    assert _run("analyze", FIRE, "-o", str(txt), "-q").returncode == 0
+    assert txt.read_text().startswith("VERDICT")
+
+
+def test_format_contradicting_the_extension_is_a_usage_error(tmp_path):
+    out = tmp_path / "x.html"
+    r = _run("analyze", FIRE, "--format", "json", "-o", str(out))
+    assert r.returncode == 2 and "contradicts" in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists()
+    # an agreeing --format, or an extension that says nothing, is fine
+    assert _run("analyze", FIRE, "--format", "json", "-o", str(tmp_path / "x.json"), "-q").returncode == 0
+    other = tmp_path / "x.out"
+    assert _run("analyze", FIRE, "--format", "json", "-o", str(other), "-q").returncode == 0
+    assert json.loads(other.read_text())
+
+
+def test_unknown_rule_id_is_a_usage_error_naming_it():
+    r = _run("analyze", FIRE, "--rules", "no-such-rule")
+    assert r.returncode == 2 and "no-such-rule" in r.stderr and "postmortem rules" in r.stderr
+    assert r.stdout == "" and "Traceback" not in r.stderr
+    from postmortem.rules import all_rules
+    known = all_rules()[0].id
+    assert _run("analyze", FIRE, "--rules", known, "-q").returncode == 0
+
+
+def test_closed_pipe_prints_no_traceback():
+    for args in (["rules"], ["analyze", FIRE]):
+        p = subprocess.run(f"{sys.executable} -m postmortem.cli {' '.join(args)} | head -1", shell=True,
+                           capture_output=True, text=True, timeout=120)
+        assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr, p.stderr
+        assert p.stdout.count("\n") == 1
+
+
+def test_progress_only_on_a_terminal(tmp_path):
+    # piped stderr: nothing but errors (the bar itself is tested in test_progress.py with a fake terminal)
+    r = _run("analyze", FIRE)
+    assert r.returncode == 0 and r.stderr == ""
+
+
+def _tree(root):
+    logs = root / "logs"
+    logs.mkdir(parents=True)
+    for name in os.listdir(FIRE):
+        src = os.path.join(FIRE, name)
+        if os.path.isfile(src):
+            (logs / name).write_bytes(open(src, "rb").read())
+    return logs
+
+
+def test_archives_are_read_in_place_with_the_folders_verdict(tmp_path):
+    import tarfile
+    import zipfile
+    logs = _tree(tmp_path)
+    folder = json.loads(_run("analyze", str(logs), "--format", "json").stdout)
+    tgz = tmp_path / "bundle.tgz"
+    with tarfile.open(tgz, "w:gz") as tf:
+        tf.add(logs, arcname="logs")
+    zpath = tmp_path / "bundle.zip"
+    with zipfile.ZipFile(zpath, "w") as zf:
+        for f in sorted(logs.iterdir()):
+            zf.write(f, f"logs/{f.name}")
+    for arc in (tgz, zpath):
+        r = _run("analyze", str(arc), "--format", "json")
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout)
+        assert got["verdict"] == folder["verdict"]
+        assert sorted(s["source"] for s in got["sources"]) == sorted("logs/" + s["source"] for s in folder["sources"])
+        assert got["input"] == str(arc)
+
+
+def _run_on_terminal(args, tmp_path):
+    """The CLI with stderr on a pseudo-terminal (the bar's delay set to 0 so a small input shows it)."""
+    import pty
+    script = ("import postmortem.progress as p; p.SHOW_AFTER = 0; p.MIN_INTERVAL = 0\n"
+              "from postmortem.cli import main\nraise SystemExit(main(%r))" % (args,))
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=slave, cwd=ROOT)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=120)
+    os.close(master)
+    return proc.returncode, b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_progress_is_drawn_on_a_terminal_and_not_when_quiet(tmp_path):
+    samples = os.path.join(ROOT, "samples", "uneven_batches_barrier", "logs")
+    rc, err = _run_on_terminal(["analyze", samples, "-o", str(tmp_path / "r.json")], tmp_path)
+    assert rc == 0 and "postmortem: parsing" in err and re.search(r"\d+/\d+ files .*iB/", err), err
+    rc, err = _run_on_terminal(["analyze", samples, "-q", "-o", str(tmp_path / "r.json")], tmp_path)
+    assert rc == 0 and "parsing" not in err

@@ -12,7 +12,7 @@ FIX = os.path.join(ROOT, "tests", "fixtures", "fusion")
 
 def test_hung_rank_stacks_and_flight_recorder_agree():
     a = postmortem.analyze(os.path.join(ROOT, "samples", "hung_rank_pyspy", "logs"))
-    root = a.findings[0]
+    root = a.finding_list[0]
     assert root.culprit_ranks == [3] and "encoder_forward" in root.explanation
     assert "flight recorder" in root.explanation
     texts = " ".join(e.text for e in root.evidence)

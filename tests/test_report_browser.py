@@ -132,3 +132,92 @@ def test_report_reads_without_javascript(browser, report):
         assert events["requests"] == [] and events["console"] == []
     finally:
         context.close()
+
+
+# --- issue 16: laptop and phone widths, both themes, screenshots kept as test artifacts
+
+WIDTHS = (1280, 390)
+SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples",
+                      "uneven_batches_barrier", "logs")
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory):
+    """Where screenshots go: $PM_ARTIFACTS (CI uploads it) or a pytest temporary directory."""
+    path = os.environ.get("PM_ARTIFACTS") or str(tmp_path_factory.mktemp("screenshots"))
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def sample_reports(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sample")
+    a = postmortem.analyze(SAMPLE, quiet=True)
+    out = {}
+    for lang in ("en", "zh"):
+        out[lang] = root / f"uneven_batches_{lang}.html"
+        out[lang].write_text(a.to_html(lang=lang), encoding="utf-8")
+    return out
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", WIDTHS)
+def test_report_fits_laptop_and_phone_widths(browser, sample_reports, artifacts, lang, scheme, width):
+    context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(sample_reports[lang].as_uri(), wait_until="load")
+        page.screenshot(path=os.path.join(artifacts, f"report_{lang}_{width}px_{scheme}.png"), full_page=True)
+        assert errors == []
+        # no horizontal scroll of the page (wide tables and charts scroll inside their own box)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        # the verdict is one sentence in the report's language, on the first screen
+        sentence = page.inner_text("#verdict .pm-where")
+        assert sentence.endswith(("。", ".")) and _in_view(page, "#verdict .pm-where", width)
+        if lang == "zh":
+            assert any("\u4e00" <= ch <= "\u9fff" for ch in sentence)
+            assert any("\u4e00" <= ch <= "\u9fff" for ch in page.inner_text("#verdict .pm-fix p"))
+        # sections with nothing to show are left out, and so are their links
+        ids = page.evaluate("[...document.querySelectorAll('section[id]')].map(s => s.id)")
+        assert "gpu" not in ids and "nccl" not in ids             # the sample has no nvidia-smi or NCCL output
+        assert page.locator(".pm-empty").count() == 0             # no section says it has nothing to show
+        links = page.evaluate("[...document.querySelectorAll('.pm-nav a')].map(a => a.getAttribute('href'))")
+        assert links == [f"#{i}" for i in ids if i != "verdict"]
+        if width >= 1280:
+            # the nav is one line on a laptop; charts are shown at their natural size (text readable at 100 %)
+            heights = page.evaluate("[...document.querySelectorAll('.pm-nav a')].map(a => a.getBoundingClientRect().top)")
+            assert len(set(round(h) for h in heights)) == 1, heights
+            ratios = page.evaluate("[...document.querySelectorAll('figure img')].map(i => i.clientWidth / i.naturalWidth)")
+            assert ratios and min(ratios) >= 0.95, ratios
+        assert page.locator("#steps figure img").count() == 1    # its axis: tests/test_text_report.py
+    finally:
+        context.close()
+
+
+def _in_view(page, selector: str, width: int) -> bool:
+    box = page.locator(selector).first.bounding_box()
+    return box is not None and box["y"] + box["height"] <= 900 and box["x"] + box["width"] <= width
+
+
+def test_no_sample_report_scrolls_sideways_on_a_phone(browser, tmp_path):
+    root = os.path.dirname(SAMPLE.rstrip("/").rsplit("/", 1)[0])
+    context = browser.new_context(viewport={"width": 390, "height": 800})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    try:
+        for name in sorted(os.listdir(root)):
+            logs = os.path.join(root, name, "logs")
+            if not os.path.isdir(logs):
+                continue
+            path = tmp_path / f"{name}.html"
+            path.write_text(postmortem.analyze(logs, quiet=True).to_html(), encoding="utf-8")
+            page.goto(path.as_uri(), wait_until="load")
+            assert page.evaluate("document.documentElement.scrollWidth") <= 390, name
+        assert errors == []
+    finally:
+        context.close()

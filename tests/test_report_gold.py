@@ -72,9 +72,9 @@ def test_verdict_text_is_the_analysis_verdict(name):
     assert f'<dd class="pm-culprits">{culprits}</dd>' in block
     if v.step is not None:
         assert f"at step {v.step}" in block
-    if analysis.findings:
+    if analysis.finding_list:
         from markupsafe import escape
-        assert str(escape(analysis.findings[0].remediation)) in block
+        assert str(escape(analysis.finding_list[0].remediation)) in block
 
 
 def test_rank_crash_verdict_names_rank_1_and_cites_the_value_error():

@@ -28,7 +28,7 @@ def test_rule_fires_on_its_positive_bundle(rule_id):
     path = os.path.join(HERE, rule_id, "fire")
     if not os.path.isdir(path):
         pytest.fail(f"no fire bundle for {rule_id}")
-    fired = [f.rule for f in postmortem.analyze(path).findings]
+    fired = [f.rule for f in postmortem.analyze(path).finding_list]
     assert rule_id in fired, f"{rule_id} did not fire; findings: {fired}"
 
 
@@ -37,7 +37,7 @@ def test_rule_stays_quiet_on_its_negative_bundle(rule_id):
     path = os.path.join(HERE, rule_id, "quiet")
     if not os.path.isdir(path):
         pytest.fail(f"no quiet bundle for {rule_id}")
-    fired = [f.rule for f in postmortem.analyze(path).findings]
+    fired = [f.rule for f in postmortem.analyze(path).finding_list]
     assert rule_id not in fired, f"{rule_id} fired on its quiet bundle: {fired}"
 
 

@@ -7,6 +7,7 @@ from collections import Counter
 import pandas as pd
 
 from postmortem.findings import Evidence, Finding
+from postmortem.sentences import ranks_phrase, sentence_case
 from postmortem.rules import facts, rule
 
 FP_KV = re.compile(r"(SequenceNumber|OpType|TensorShape|TensorDtypes)=(\[[^\]]*\]|[^,)]+)")
@@ -223,16 +224,21 @@ def straggler(tables):
         evidence = [work[0]] + evidence
     evidence += [e for e in lag_ev if culprit in (e.rank, None)]
     return [Finding(rule="straggler-busy-rank", category="straggler", confidence=conf, severity="critical",
-                    title=f"Rank {culprit if culprit is not None else '?'} was busy ({what}) while the others waited",
-                    explanation=(f"Rank(s) {sorted(waiting) or '?'} waited in a collective"
+                    title=f"{ranks_phrase([culprit] if culprit is not None else [], True, 'One rank')} was busy ({what}) while the others waited",
+                    explanation=(f"{ranks_phrase(waiting, True, 'The other ranks')} waited in a collective"
                                  + (f" and gave up after the {timeout:g} s timeout" if timeout else "")
-                                 + f", while rank {culprit if culprit is not None else '?'} was doing {what}. "
-                                 + " ".join(reasons).capitalize()
+                                 + f", while {ranks_phrase([culprit] if culprit is not None else [], none='one rank')} was doing {what}. "
+                                 + ". ".join(sentence_case(r) for r in reasons)
                                  + (". " if reasons else "") + "The timeouts are the symptom; the long one-rank work "
                                  "is the cause."),
                     remediation="Move the long work out of the collective's window: preprocess/tokenize offline or "
                                 "before init_process_group and cache it, raise the timeout (init_process_group("
-                                "timeout=timedelta(hours=2)) / --ddp_timeout), or shard the work across ranks.",
+                                "timeout=timedelta(hours=2)) / --ddp_timeout), or shard the work across ranks."
+                    if work is not None else  # unknown work may be a hang: a longer timeout is no fix for that
+                    "Find out what the busy rank was doing (py-spy dump of every rank on the next stall, or run the "
+                    "job under `postmortem collect`): long legitimate work belongs outside the collective's window "
+                    "(offline, before init_process_group, or sharded); a rank stuck in a loop or a lock needs a fix, "
+                    "not a longer timeout.",
                     culprit_ranks=[culprit] if culprit is not None else [], affected_ranks=sorted(waiting),
                     evidence=evidence, order=(1, float("inf")), explains=("collective_timeout", "rank_crash"))]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from postmortem.findings import Finding
+from postmortem.sentences import ranks_phrase
 from postmortem.rules import facts, rule
 
 
@@ -28,7 +29,7 @@ def first_exception(tables):
     conf = 0.55 if culprit else 0.45
     return [Finding(
         rule="first-exception", category="rank_crash", confidence=conf,
-        title=f"{first['exc_type']} on rank {culprit[0] if culprit else '?'}",
+        title=f"{first['exc_type']} on {ranks_phrase(culprit[:1], none='an unknown rank')}",
         explanation=(f"The earliest exception that is not a timeout or a closed connection is "
                      f"{first['exc_type']}: {str(first['exc_message'])[:200]}"
                      + (f" on rank {culprit[0]}" if culprit else "") + ". Errors on other ranks follow from it."),

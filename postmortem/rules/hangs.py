@@ -7,6 +7,7 @@ from collections import Counter
 import pandas as pd
 
 from postmortem.findings import Evidence, Finding
+from postmortem.sentences import sentence_case
 from postmortem.rules import facts, rule
 from postmortem.stacks import classify_frames, is_launcher
 
@@ -81,7 +82,7 @@ def logger_blocks(tables):
         conf -= 0.2
     return [Finding(rule="logger-blocks-loop", category="logging_blocking", confidence=conf, severity="critical",
                     title="Training loop blocked in the logger",
-                    explanation="; ".join(why).capitalize() + ". While the logger blocks, the rank makes no progress "
+                    explanation=sentence_case("; ".join(why)) + ". While the logger blocks, the rank makes no progress "
                                 "and its peers wait in the next collective.",
                     remediation="wandb.log(..., commit=False) inside the loop and commit every N steps; "
                                 "WANDB_MODE=offline + `wandb sync` later; fix proxy/network; for tqdm lock deadlocks "
@@ -139,7 +140,7 @@ def odd_rank_stack(tables):
                                      f"{where}. The waiting ranks cannot finish until the odd one reaches the same "
                                      "collective." + fr_text),
                         remediation=f"Find out why {_name(odd[0])} is stuck in {where} (lock, sleep, endless loop, "
-                                    "slow I/O) and fix it; long legitimate work needs a longer timeout.",
+                                    "slow I/O) and fix it; this is a hang, so a longer timeout would only delay the same failure.",
                         culprit_ranks=ranks(odd), affected_ranks=ranks(waiting),
                         evidence=[_stack_ev(rows[u], cls[u]) for u in odd[:4]] + (lag_ev if agree else []) +
                         [_stack_ev(rows[u], "collective_wait") for u in waiting[:2]],

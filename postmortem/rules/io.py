@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from postmortem.findings import Finding
+from postmortem.sentences import ranks_phrase, sentence_case
 from postmortem.rules import facts, rule
 
 
@@ -53,7 +54,7 @@ def checkpoint_corrupt(tables):
     first = bad.iloc[0] if len(bad) else None
     return [Finding(rule="checkpoint-corrupt", category="checkpoint_corruption", confidence=conf, severity="critical",
                     title="Checkpoint incomplete or corrupt",
-                    explanation="; ".join(why).capitalize() + ".",
+                    explanation=sentence_case("; ".join(why)) + ".",
                     remediation="Write checkpoints atomically (save to path.tmp on rank 0, then os.replace), "
                                 "dist.barrier() before other ranks load, keep the previous checkpoint until the new "
                                 "one is complete, and monitor disk space; delete the partial file and resume from "
@@ -74,5 +75,6 @@ def _read_during_write(saves: pd.DataFrame, loads: pd.DataFrame) -> str | None:
         same = loads[loads["details"].map(lambda a: a.get("path") == path) & (loads["rank"] != s["rank"])]
         if len(same):
             r = same.iloc[0]
-            return (f"rank {r['rank']} loaded {path} while rank {s['rank']} was saving it (read during write)")
+            return (f"rank {s['rank']} was still saving {path} when {ranks_phrase(same['rank'].dropna())} loaded it "
+                    "(read during write), so the readers got a partial file")
     return None

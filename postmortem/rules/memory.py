@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from postmortem.findings import Evidence, Finding
+from postmortem.sentences import ranks_phrase, sentence_case
 from postmortem.rules import facts, rule
 from postmortem.rules.phase import infer_phase
 
@@ -71,7 +72,7 @@ def gpu_oom(tables):
     return [Finding(
         rule="gpu-oom", category="gpu_oom", phase=guess.phase, confidence=conf, severity="critical",
         title=f"CUDA out of memory {phase_txt}" + (f" on rank {culprit[0]}" if culprit else ""),
-        explanation=(f"Rank {culprit[0] if culprit else '?'} ran out of GPU memory {phase_txt}"
+        explanation=(f"{ranks_phrase(culprit[:1], True, 'A rank')} ran out of GPU memory {phase_txt}"
                      f"{f' at step {step}' if step is not None else ''}. Phase evidence: {why}."
                      + (f" {len(oom_ranks)} ranks reported OOM." if len(oom_ranks) > 1 else "")
                      + " Timeouts or closed connections on other ranks are consequences."),
@@ -143,7 +144,7 @@ def host_oom(tables):
         why.append(f"rank(s) {culprit} exited by SIGKILL (-9) without a Python traceback")
     return [Finding(rule="host-oom-killer", category="host_oom", confidence=conf, severity="critical",
                     title="Host memory exhausted: process killed by the OOM killer",
-                    explanation="; ".join(why).capitalize() + ". SIGKILL leaves no Python traceback, which is why the "
+                    explanation=sentence_case("; ".join(why)) + ". SIGKILL leaves no Python traceback, which is why the "
                                 "job just stops.",
                     remediation="Lower host memory use (fewer/lighter DataLoader workers, no per-worker copies of big Python "
                     "datasets, bounded buffers) or request more RAM; confirm with `dmesg -T | grep -i oom`.",
