@@ -58,8 +58,9 @@ class Analysis:
 
     def to_html(self, **options) -> str:
         """The self-contained HTML report."""
+        from postmortem import __version__
         from reports.render import render_html
-        return render_html(self, **options)
+        return render_html(self, **{"version": __version__, **options})
 
     def figures(self) -> dict:
         """matplotlib Figures of the report (never shown)."""
@@ -67,8 +68,9 @@ class Analysis:
         return make_figures(self)
 
     def _repr_html_(self) -> str:
+        from postmortem import __version__
         from reports.render import render_html
-        return render_html(self, fragment=True)
+        return render_html(self, fragment=True, version=__version__)
 
     def __repr__(self) -> str:
         """A few lines: the verdict, the culprit, what was read and found (the tables have their own repr)."""

@@ -107,6 +107,12 @@ EN: dict[str, str] = {
                        "marks are errors, the black tick is where the rank stopped, arrows run from the root cause "
                        "to the ranks that waited for it."),
     "timeline_empty": "No input line names its rank, so there is no per-rank timeline.",
+    "end_title": "Where each rank was at the end",
+    "end_intro": ("From the rank end-state table (a.ranks): last training step, what the rank was doing (its stack "
+                  "when one was dumped, else its last activity), collectives enqueued / completed, first error and "
+                  "exit. Ranks that ended alike share a row; the culprit is highlighted."),
+    "end_step": "last step", "end_doing": "doing at the end", "end_coll": "collectives enq. / done",
+    "end_error": "first error", "end_exit": "exit", "end_more": "{n} more groups of ranks not shown.",
     "timeline_axis_time": "Positions are UTC timestamps from the logs.",
     "timeline_axis_line": ("The logs carry no timestamps: positions are line numbers within each file, "
                            "comparable only inside one file."),
@@ -352,6 +358,11 @@ ZH: dict[str, str] = {
     "timeline_intro": ("每个 rank 一条泳道（行为相同的 rank 合并）：横条从首次活动延伸到最后活动，"
                        "红色标记为错误，黑色竖线为该 rank 停止的位置，箭头从根因指向等待它的 rank。"),
     "timeline_empty": "没有任何输入行标明其 rank，因此无法绘制各 rank 时间线。",
+    "end_title": "各 rank 结束时的状态",
+    "end_intro": "来自 rank 终止状态表（a.ranks）：最后的训练步、结束时在做什么（有栈转储时取其栈，否则取最后的活动）、"
+                 "已入队/已完成的集合通信、第一个错误和退出方式。结束方式相同的 rank 合并为一行；肇事 rank 高亮显示。",
+    "end_step": "最后一步", "end_doing": "结束时在做", "end_coll": "集合通信 入队/完成",
+    "end_error": "第一个错误", "end_exit": "退出", "end_more": "另有 {n} 组 rank 未显示。",
     "timeline_axis_time": "横轴为日志中的 UTC 时间戳。",
     "timeline_axis_line": "日志没有时间戳：横轴为各文件内的行号，仅在同一文件内可比。",
     "timeline_axis_unread": "日志行带有时间，但其格式 postmortem 暂时无法解析为日期：横轴为各文件内的行号，仅在同一文件内可比。",

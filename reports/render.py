@@ -36,7 +36,7 @@ def render_html(analysis, fragment: bool = False, **options) -> str:
     Options: lang ("en" | "zh"), context (lines around evidence, default 2), generated_at (str or datetime shown as
     the analysis date; default SOURCE_DATE_EPOCH or now), figures (embed charts, default True).
     """
-    view = build_view(analysis, fragment=fragment, **options)
+    view = build_view(analysis, fragment=fragment, **options)  # `version` comes from the caller (no import cycle)
     css, script, script_hash = _assets()
     template = _env().get_template("fragment.html.j2" if fragment else "report.html.j2")
     return template.render(v=view, t=view.t, css=css, script=script, script_hash=script_hash)

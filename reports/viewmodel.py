@@ -105,6 +105,19 @@ class LaneRow:
 
 
 @dataclass
+class EndRow:
+    """Ranks that ended the same way (from the `ranks` table): what they were doing, counters, error, exit."""
+    ranks: str
+    count: int
+    culprit: bool
+    last_step: str
+    doing: str
+    collectives: str
+    first_error: str
+    exit: str
+
+
+@dataclass
 class StepRow:
     ranks: str
     count: int
@@ -203,6 +216,8 @@ class ReportView:
     sources_more: str
     fragment: bool
     shown: list[str] = field(default_factory=list)   # ids of the sections printed (those with something to show)
+    end_rows: list = field(default_factory=list)     # the `ranks` table, ranks that ended alike grouped
+    end_more: str = ""
 
 
 def _generated(value) -> str:
@@ -244,7 +259,7 @@ def _str(v) -> str:
 
 def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, figures: bool = True,
                fragment: bool = False, max_evidence: int = MAX_EVIDENCE, max_sources: int = MAX_SOURCES,
-               **unknown) -> ReportView:
+               version: str = "", **unknown) -> ReportView:
     """Plain view of an Analysis for the report templates (`fragment=True`: the notebook subset, no figures)."""
     if unknown:
         raise TypeError(f"unknown report option(s): {', '.join(sorted(unknown))}")
@@ -268,7 +283,7 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
         lang=lang, t=t, input=str(analysis.input), world="?" if ws is None else str(ws),
         world_note=t["world_inferred"] if meta.get("world_size_inferred") and ws is not None else "",
         ranks_seen=rank_ranges(seen) or t["none"], n_files=len(tables.sources), generated=_generated(generated_at),
-        version=_version(), nav=[], verdict=verdict, evidence=evidence[:OPEN_EVIDENCE],
+        version=version, nav=[], verdict=verdict, evidence=evidence[:OPEN_EVIDENCE],
         evidence_folded=evidence[OPEN_EVIDENCE:],
         evidence_folded_label=i18n.fmt(t, "evidence_folded", n=len(evidence) - OPEN_EVIDENCE)
         if len(evidence) > OPEN_EVIDENCE else "",
@@ -284,14 +299,6 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
     view.nav = _nav(view, t)
     view.shown = [n.id for n in view.nav if not n.empty]  # a section with nothing to show is left out
     return view
-
-
-def _version() -> str:
-    try:
-        from postmortem import __version__
-        return str(__version__)
-    except ImportError:  # pragma: no cover - the package always has one
-        return ""
 
 
 def _verdict(analysis, t, lang: str = "en") -> VerdictView:
@@ -432,8 +439,41 @@ def _sources(src: pd.DataFrame, t, anchors, limit) -> tuple[list[SourceRow], str
     return rows, summary, i18n.fmt(t, "sources_more", n=hidden) if hidden else ""
 
 
+MAX_END_ROWS = 40
+
+
+def end_rows(ranks, culprits) -> tuple[list[EndRow], int]:
+    """The `ranks` table as report rows: ranks that ended alike share a row (culprits first); at most MAX_END_ROWS,
+    and how many more groups there were."""
+    if ranks is None or ranks.empty:
+        return [], 0
+
+    def cell(v) -> str:
+        return "" if v is None or (not isinstance(v, (str, list)) and v != v) else str(v)
+
+    groups: dict[tuple, list[int]] = {}
+    for rec in ranks.to_dict("records"):
+        doing = cell(rec.get("stack_where")) and f"{cell(rec.get('stack_class')).replace('_', ' ')}: {cell(rec.get('stack_where'))}"
+        doing = doing or cell(rec.get("last_activity")).replace("_", " ")
+        coll = ""
+        if cell(rec.get("last_enqueued")) or cell(rec.get("last_completed")):
+            coll = f"{cell(rec.get('last_enqueued')) or '?'} / {cell(rec.get('last_completed')) or '?'}"
+        elif cell(rec.get("last_started")):
+            coll = f"#{cell(rec.get('last_started'))}"
+        err = cell(rec.get("first_error"))
+        err = err.split(":", 1)[0] + (": " + err.split(":", 1)[1][:90].strip() if ":" in err else "")
+        key = (int(rec["rank"]) in culprits, cell(rec.get("last_step")), doing, coll, err, cell(rec.get("exit")))
+        groups.setdefault(key, []).append(int(rec["rank"]))
+    rows = [EndRow(rank_ranges(members), len(members), key[0], key[1], key[2], key[3], key[4], key[5])
+            for key, members in sorted(groups.items(), key=lambda kv: (not kv[0][0], kv[1][0]))]
+    return rows[:MAX_END_ROWS], max(0, len(rows) - MAX_END_ROWS)
+
+
 def _fill_rank_sections(view: ReportView, analysis, t, figures: bool, lang: str) -> None:
     from reports import figures as figs_mod
+    culprits = set(analysis.verdict.culprit_ranks) if analysis.verdict else set()
+    view.end_rows, more = end_rows(getattr(analysis, "ranks", None), culprits)
+    view.end_more = i18n.fmt(t, "end_more", n=more) if more else ""
     model = ranks_mod.build(analysis)
     role_words = {"culprit": t["role_culprit"], "affected": t["role_affected"], "other": t["role_other"],
                   "unattributed": t["role_unattributed"]}
@@ -519,7 +559,7 @@ def _fill_table_sections(view: ReportView, analysis, t, figures: bool, lang: str
 
 def _nav(view: ReportView, t) -> list[NavItem]:
     empty = {
-        "verdict": False, "evidence": not view.evidence, "timeline": not view.timeline_rows,
+        "verdict": False, "evidence": not view.evidence, "timeline": not (view.timeline_rows or view.end_rows),
         "steps": not view.steps_rows, "gpu": not view.gpu_rows, "stacks": not view.stack_classes,
         "collectives": not view.coll_rows, "nccl": view.nccl is None, "findings": not view.findings,
         "gaps": not view.gaps, "sources": not view.sources,
