@@ -126,10 +126,11 @@ FORMAT_DEFS: list[dict] = [
                  ("Saved checkpoint: runs/exp/weights/last.pt", {"path": "runs/exp/weights/last.pt"})]},
     {"name": "checkpoint-load", "kind": "checkpoint_load", "level": "info",
      "triggers": ["oad", "esum", "checkpoint"],
-     "requires_nocase": [["load", "resum", "restor", "search for history checkpoints"],  # the verb (torch.load()
+     "requires_nocase": [["load", "resum", "restor"],  # the verb (torch.load()
                          ["checkpoint", "ckpt", "state", "weights", "model", "torch.load("]],  # and the object
-     "pattern": r"(?i)(?:\b(?:load(?:ing|ed)?|resum(?:e|ing|ed)|restor(?:e|ing))\b[^\n]{0,60}?\b(?:checkpoint|ckpt|state|weights|model)\b|search for history checkpoints|torch\.load\()(?:[^\n]*?(?P<path>[\w./~-]+\.(?:pt|pth|ckpt|bin|safetensors|pkl|h5)|[\w./~-]*checkpoint-\d+))?",
-     "samples": [("Loading checkpoint from /out/last.pt", {"path": "/out/last.pt"}), ("Search for history checkpoints...", {})]},
+     "pattern": r"(?i)(?:\b(?:load(?:ing|ed)?|resum(?:e|ing|ed)|restor(?:e|ing))\b[^\n]{0,60}?\b(?:checkpoint|ckpt|state|weights|model)\b|torch\.load\()(?:[^\n]*?(?P<path>[\w./~-]+\.(?:pt|pth|ckpt|bin|safetensors|pkl|h5)|[\w./~-]*checkpoint-\d+))?",
+     "samples": [("Loading checkpoint from /out/last.pt", {"path": "/out/last.pt"}),
+                 ("Resuming from checkpoint runs/exp/checkpoint-500", {"path": "runs/exp/checkpoint-500"})]},
     # ---- phases of the loop: eval / sample / data preparation
     {"name": "eval-start", "kind": "eval_start", "level": "info",
      "triggers": ["val", "Val", "eval", "Eval", "EVAL", "test", "Test"],
@@ -249,10 +250,6 @@ FORMAT_DEFS: list[dict] = [
                  ("SLURM_JOB_ID=4242", {"slurm_job": "4242"}),
                  ("PyTorch version: 2.1.0+cu121", {"torch_version": "2.1.0+cu121"}),
                  ("torch==2.13.0", {"torch_pin": "2.13.0"})]},
-    {"name": "tokenize-prep", "kind": "data_prep", "level": "info",
-     "triggers": ["okeniz", "preprocess", "Map", "map", "prepare_data", "Loading dataset", "Generating train split", "main_process_first", "Filter"],
-     "pattern": r"(?i)(?:running tokenizer|tokeniz(?:ing|ation)\b|\bmap\b.*?\d+/\d+|preprocess(?:ing)?\b|prepare_data|main_process_first|generating \w+ split|loading dataset|\bfilter\b.*?\d+/\d+)",
-     "samples": [("Running tokenizer on dataset:   9%|███▊    | 280000/2969526 [29:55<4:48:08, 155.57 examples/s]", {})]},
 ]
 
 

@@ -168,9 +168,18 @@ class _Scheme:
 WAIT_EVENT_KINDS = ("watchdog_timeout", "collective_timeout", "store_error")
 
 
+_LEVEL_ONLY = regex.compile(r"^[\s|:\-\[\]]*(?:(?:ERROR|WARNING|WARN|INFO|DEBUG|CRITICAL|FATAL)[\s|:\-\[\]]*)?"
+                            r"(?:\[rank(?P<rank>\d+)\]:\s*)?$")
+
+
+def _prefix_only(message: str) -> bool:
+    """Nothing but separators and a level word (`ERROR | `): what is left of a line whose event was glued on."""
+    return len(message) < 24 and _LEVEL_ONLY.match(message) is not None
+
+
 def _plain_line(message: str) -> bool:
     """An ordinary line a job prints about its work (not code, a frame, a warning or a blank)."""
-    return (0 < len(message) < 400 and not message.startswith(("    ", "\t")) and not message.isspace()
+    return (0 < len(message) < 400 and not message.startswith(("    ", "\t")) and not _prefix_only(message)
             and "Warning" not in message and "warn(" not in message)
 
 
@@ -400,8 +409,11 @@ def parse_textlog(source: Source) -> ParseResult:
             if carry:
                 info = {**carry, **info}
                 carry = {}
-            if (not message or message.isspace()) and info:
+            if info and _prefix_only(message):
                 carry = info  # a segment that was only prefixes (`[time] ` before a glued event): they are the next's
+                lm = _LEVEL_ONLY.match(message)
+                if lm.group("rank") is not None and "rank" not in carry:
+                    carry = {**carry, "rank": int(lm.group("rank"))}
                 continue
             rank = info.get("rank")
             if rank is None and info.get("local_rank") is not None:

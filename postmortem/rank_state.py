@@ -25,7 +25,7 @@ _STACK_ACTIVITY = {"collective_wait": "collective", "data_loading": "data_prep",
                    "idle": "unknown", "unknown": "unknown"}
 # What an event kind says the rank was doing when it printed it.
 _EVENT_ACTIVITY = {"checkpoint_save": "checkpoint_save", "checkpoint_load": "checkpoint_load", "eval_start": "eval",
-                   "sample_start": "sample", "data_prep": "data_prep", "wandb": "logging", "exit": "exiting",
+                   "sample_start": "sample", "wandb": "logging", "exit": "exiting",
                    "teardown": "exiting", "end_marker": "exiting", "watchdog_timeout": "collective",
                    "collective_timeout": "collective", "watchdog_status": "collective", "store_error": "collective"}
 _STEP_ACTIVITY = {"train": "train", "eval": "eval", "sample": "sample", "data": "data_prep"}

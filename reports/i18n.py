@@ -111,8 +111,8 @@ EN: dict[str, str] = {
     "end_intro": ("From the rank end-state table (a.ranks): last training step, what the rank was doing (its stack "
                   "when one was dumped, else its last activity), collectives enqueued / completed, first error and "
                   "exit. Ranks that ended alike share a row; the culprit is highlighted."),
-    "end_step": "last step", "end_doing": "doing at the end", "end_coll": "collectives enq. / done",
-    "end_error": "first error", "end_exit": "exit", "end_more": "{n} more groups of ranks not shown.",
+    "end_step": "Last step", "end_doing": "Doing at the end", "end_coll": "Collectives enq. / done",
+    "end_error": "First error", "end_exit": "Exit", "end_more": "{n} more groups of ranks not shown.",
     "timeline_axis_time": "Positions are UTC timestamps from the logs.",
     "timeline_axis_line": ("The logs carry no timestamps: positions are line numbers within each file, "
                            "comparable only inside one file."),
@@ -519,6 +519,13 @@ ADVICE: dict[str, dict[str, str]] = {"zh": {
                               "用 num_workers=0 复现以看到真正的异常。",
     "ddp-unused-parameters": "让每次迭代的所有参数都参与损失计算，或在 DDP 中设置 find_unused_parameters=True"
                              "（有开销）；若参数集合随迭代变化，请使用 static_graph 或拆分模型。",
+    "collective-after-training-end": "让训练结束后会做同步的代码（保存、评估）在所有 rank 上调用，只用 rank 判断包住写文件"
+                                     "这一步；或在只由 rank 0 执行的工作之前销毁进程组。",
+    "first-collective-never-completed": "在同一组 GPU 上运行 nccl-tests（all_reduce_perf）；依次尝试 NCCL_P2P_DISABLE=1、"
+                                        "NCCL_SHM_DISABLE=1 / NCCL_IB_DISABLE=1 找出坏掉的通路；设置 NCCL_DEBUG=INFO "
+                                        "查看每对 GPU 使用的传输方式。",
+    "flight-recorder-first-pending": "查看肇事 rank 在那次集合通信之前在做什么（它的调用栈和最后的日志）；若各 rank 的"
+                                     "代码路径不同，让所有 rank 以相同顺序发起相同的集合通信。",
     "death-at-periodic-step": "降低采样/评估阶段的批大小（按每张卡计算），在 torch.no_grad()/inference_mode 下运行，"
                               "并先释放训练图（del loss; torch.cuda.empty_cache()）；下次运行记录 nvidia-smi 以确认。",
     "first-exception": "修复最先抛出的异常（见证据中的调用栈）；其他 rank 的超时与断连是它的连锁反应。",

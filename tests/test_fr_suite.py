@@ -115,4 +115,4 @@ def test_flight_recorder_alone_names_the_exact_culprits(tmp_path, make):
 
 def test_every_rank_completed_everything_is_no_hang(tmp_path):
     a = _write(tmp_path, {r: _dump(r, {"0": (100, 100, 100)}, _window(100)) for r in range(N)})
-    assert not any(f.rule == "flight-recorder-first-pending" for f in a.findings)
+    assert not any(f.rule == "flight-recorder-first-pending" for f in a.finding_list)

@@ -127,7 +127,7 @@ def test_a_timeout_long_after_a_save_is_not_the_save(tmp_path):
     lines = ["2024-05-01T09:00:00Z Saving model checkpoint to /ckpt/step-50", "2024-05-01T09:00:30Z step 51 loss 0.2",
              "2024-05-01T10:10:01Z " + WD.format(r=1)]
     a = _run(tmp_path, {"console.log": "\n".join(lines) + "\n"})
-    assert not any(f.rule == "straggler-busy-rank" and "began" in f.explanation for f in a.findings)
+    assert not any(f.rule == "straggler-busy-rank" and "began" in f.explanation for f in a.finding_list)
 
 
 # ---- 4. a collective entered after training ended: skew
@@ -150,7 +150,7 @@ def test_collective_after_training_end_is_skew(tmp_path, name):
 
 def test_timeout_before_the_end_marker_is_not_post_training(tmp_path):
     a = _run(tmp_path, {"console.log": WD.format(r=0) + "\nTraining finished after 3 epochs\n"})
-    assert not any(f.rule == "collective-after-training-end" for f in a.findings)
+    assert not any(f.rule == "collective-after-training-end" for f in a.finding_list)
 
 
 # ---- 5. the first collective of a communicator never completed on any rank: the transport

@@ -251,9 +251,9 @@ def _timeout_s(waits: pd.DataFrame) -> float | None:
     return None
 
 
-WORK_KINDS = ("checkpoint_save", "checkpoint_load", "eval_start", "sample_start", "data_prep")
+WORK_KINDS = ("checkpoint_save", "checkpoint_load", "eval_start", "sample_start")
 _WORK_WORDS = {"checkpoint_save": "saving a checkpoint", "checkpoint_load": "loading a checkpoint",
-               "eval_start": "evaluation", "sample_start": "sampling/generation", "data_prep": "data preparation"}
+               "eval_start": "evaluation", "sample_start": "sampling/generation"}
 
 
 def _started_with(tables, waits: pd.DataFrame):
@@ -299,19 +299,12 @@ def _work_evidence(tables, waits: pd.DataFrame):
     # followed by training progress in the same file (start-up shard loading, an earlier evaluation).
     work = work[work["total"].isna() | (work["step"] < work["total"])] if len(work) else work
     work = work[[not _trained_after(st, src, line) for src, line in zip(work["source"], work["line"])]]
-    prep = facts.ev(tables, "data_prep")
-    prep = prep[[not _trained_after(st, src, line) for src, line in zip(prep["source"], prep["line"])]]
-    if work.empty and prep.empty:
+    if work.empty:
         return None
-    if len(work):
-        w = work.sort_values("step").iloc[-1]
-        desc = str(w["desc"] or w["phase"])
-        frac = f" ({int(w['step'])}/{int(w['total'])})" if pd.notna(w["total"]) else ""
-        return (Evidence(w["source"], facts._int(w["line"]), facts._int(w["rank"]), f"{desc}{frac}"),
-                f"'{desc}'{frac}")
-    p = prep.iloc[-1]
-    return (Evidence(p["source"], facts._int(p["line"]), facts._int(p["rank"]), str(p["message"])[:200]),
-            "data preparation")
+    w = work.sort_values("step").iloc[-1]
+    desc = str(w["desc"] or w["phase"])
+    frac = f" ({int(w['step'])}/{int(w['total'])})" if pd.notna(w["total"]) else ""
+    return (Evidence(w["source"], facts._int(w["line"]), facts._int(w["rank"]), f"{desc}{frac}"), f"'{desc}'{frac}")
 
 
 def _trained_after(steps: pd.DataFrame, source, line) -> bool:

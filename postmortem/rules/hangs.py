@@ -30,6 +30,8 @@ def _main_threads(tables) -> pd.DataFrame:
 
 def _innermost_user(frames) -> str:
     for f in frames or []:
+        if f.get("native"):
+            continue
         if not facts.LIB_PATH.search(str(f.get("file", ""))) and "python" not in str(f.get("file", "")):
             return f"{f.get('func')} ({str(f.get('file', '')).rsplit('/', 1)[-1]}:{f.get('line')})"
     f = (frames or [{}])[0]
