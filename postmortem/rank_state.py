@@ -16,6 +16,37 @@ COLUMNS = ["rank", "host", "last_step", "last_step_ts", "last_step_at", "last_ts
            "stack_class", "stack_where", "stack_signature", "stack_at", "first_error", "first_error_ts",
            "first_error_at", "exit", "exit_at", "files"]
 
+# Column -> (dtype, meaning): the reference for docs/tables.md and the notebook API.
+COLUMN_DOCS = {
+    "rank": ("Int64", "global rank (every rank of the world, also ranks known only from the world size)"),
+    "host": ("object", "host the rank ran on, where a line says"),
+    "last_step": ("Int64", "highest training step the rank reported"),
+    "last_step_ts": ("datetime64[ns, UTC]", "time of that step line"),
+    "last_step_at": ("object", "source:line of that step"),
+    "last_ts": ("datetime64[ns, UTC]", "time of the rank's last timestamped line"),
+    "last_activity": ("object", "what the rank was doing last: train, eval, sample, checkpoint_save, "
+                                "checkpoint_load, data_prep, logging, exiting, collective, unknown (its end stack "
+                                "decides when there is one)"),
+    "last_activity_at": ("object", "source:line that shows it"),
+    "last_enqueued": ("Int64", "last collective the rank enqueued (watchdog / flight-recorder counters)"),
+    "last_started": ("Int64", "last collective sequence number the rank was seen in (timed out or started)"),
+    "last_completed": ("Int64", "last collective the rank completed"),
+    "collective_at": ("object", "source:line of the last collective record"),
+    "waiting": ("bool", "the rank reported a collective timeout or its stack waits in a collective"),
+    "stack_class": ("object", "class of its last main-thread stack (collective_wait, data_loading, logging, "
+                              "checkpoint_io, compute, sleep_lock, idle, unknown); from dumps or from a "
+                              "traceback that shows where it was (Ctrl-C, SIGTERM, cut off, timed out)"),
+    "stack_where": ("object", "the frame that decided the class, as `func (file:line)`"),
+    "stack_signature": ("object", "the stack's signature (equal for equal stacks)"),
+    "stack_at": ("object", "source:line of the stack"),
+    "first_error": ("object", "earliest error of the rank (event kind or exception type, and its message)"),
+    "first_error_ts": ("datetime64[ns, UTC]", "its time"),
+    "first_error_at": ("object", "source:line of it"),
+    "exit": ("object", "how the rank ended: `code N` or a signal name (launcher summary, error file, shell)"),
+    "exit_at": ("object", "source:line of the exit"),
+    "files": ("object", "the rank's own log files (list)"),
+}
+
 ACTIVITIES = ("train", "eval", "sample", "checkpoint_save", "checkpoint_load", "data_prep", "logging", "exiting",
               "collective", "unknown")
 
@@ -211,10 +242,13 @@ def rank_state(tables) -> pd.DataFrame:
                 rr.update(exit=code, exit_at=_at(rec.source, rec.line))
 
     out = pd.DataFrame([rows[r] for r in sorted(rows)], columns=COLUMNS)
-    for col in ("rank", "last_step", "last_enqueued", "last_started", "last_completed"):
-        out[col] = out[col].astype("Int64")
-    for col in ("last_step_ts", "last_ts", "first_error_ts"):
-        out[col] = pd.to_datetime(out[col], utc=True)
+    for col, (dtype, _) in COLUMN_DOCS.items():  # the documented dtypes, whatever pandas would infer
+        if dtype == "Int64":
+            out[col] = out[col].astype("Int64")
+        elif dtype.startswith("datetime64"):
+            out[col] = pd.to_datetime(out[col], utc=True)
+        elif dtype == "object":
+            out[col] = out[col].astype(object).where(out[col].notna(), None)
     out["waiting"] = out["waiting"].map(lambda v: v is True)
     return out
 

@@ -208,10 +208,14 @@ def reference_markdown() -> str:
                 "| column | dtype | meaning |", "|---|---|---|"]
         out += [f"| `{c}` | {dtype_of(c)} | {COLUMN_DOCS[c]} |" for c in columns(table)]
         out.append("")
+    from postmortem.rank_state import COLUMN_DOCS as RANK_DOCS
     out += ["## `ranks`", "",
             "One row per rank of the world: where each rank was when the job stopped (`a.ranks`, also "
-            "`a.tables.ranks`). Built by `postmortem/rank_state.py`, whose module docstring and `COLUMNS` list "
-            "its columns; every fact keeps the `source:line` it came from in a `*_at` column.", ""]
+            "`a.tables.ranks`), built by `postmortem/rank_state.py` before any rule runs; every fact keeps the "
+            "`source:line` it came from in a `*_at` column.", "",
+            "| column | dtype | meaning |", "|---|---|---|"]
+    out += [f"| `{c}` | {dtype} | {meaning} |" for c, (dtype, meaning) in RANK_DOCS.items()]
+    out.append("")
     out += ["## `Analysis` attributes", "",
             "| attribute | what |", "|---|---|",
             "| `a.verdict` | the answer (`Verdict`: category, phase, rule, confidence, culprit_ranks, step, summary) |",

@@ -1,0 +1,45 @@
+"""The rank end-state table (postmortem.rank_state, `a.ranks`): one row per rank, documented columns and dtypes,
+and facts that keep the line they came from."""
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+
+import postmortem
+from postmortem.rank_state import COLUMN_DOCS, COLUMNS
+
+SAMPLES = os.path.join(os.path.dirname(__file__), "..", "samples")
+
+
+def test_columns_and_dtypes_are_the_documented_ones():
+    a = postmortem.analyze(os.path.join(SAMPLES, "hung_rank_pyspy", "logs"), quiet=True)
+    r = a.ranks
+    assert list(r.columns) == COLUMNS == list(COLUMN_DOCS)
+    for col, (dtype, _) in COLUMN_DOCS.items():
+        assert str(r[col].dtype) == dtype.replace("[ns, UTC]", "[ns, UTC]") or (
+            dtype == "datetime64[ns, UTC]" and isinstance(r[col].dtype, pd.DatetimeTZDtype)), (col, r[col].dtype)
+    assert a.tables.ranks is r
+
+
+def test_every_rank_has_a_row_with_its_end_state_and_evidence():
+    a = postmortem.analyze(os.path.join(SAMPLES, "hung_rank_pyspy", "logs"), quiet=True)
+    r = a.ranks.set_index("rank")
+    assert list(r.index) == [0, 1, 2, 3]
+    assert r.loc[3, "stack_class"] == "compute" and "forward" in r.loc[3, "stack_where"]
+    for k in (0, 1, 2):
+        assert r.loc[k, "stack_class"] == "collective_wait" and bool(r.loc[k, "waiting"])
+        assert r.loc[k, "last_enqueued"] == r.loc[3, "last_enqueued"] + 1  # the others issued one more collective
+    assert all(isinstance(v, str) and ":" in v for v in r["stack_at"])
+
+
+def test_ranks_known_only_from_the_world_size_get_a_row(tmp_path):
+    (tmp_path / "console.log").write_text(
+        "[rank0]: WORLD_SIZE=4\n[rank1]:[E ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600100 milliseconds before timing "
+        "out.\n")
+    a = postmortem.analyze(str(tmp_path), quiet=True)
+    assert list(a.ranks["rank"]) == [0, 1, 2, 3]
+    row = a.ranks.set_index("rank").loc[1]
+    assert row["last_started"] == 9 and row["waiting"] and row["first_error"].startswith("watchdog_timeout")
+    assert a.ranks.set_index("rank").loc[3, "first_error"] is None or pd.isna(a.ranks.set_index("rank").loc[3, "first_error"])
