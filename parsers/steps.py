@@ -35,6 +35,8 @@ MM_RE = regex.compile(r"\b(?P<kind>Epoch|Iter)\((?P<mode>train|val|test)\)\s*(?:
                       r"\[\s*(?P<n>\d+)/(?P<total>\d+)\]")
 KERAS_RE = regex.compile(r"^\s*(?P<n>\d+)/(?P<total>\d+) \[[=>.]+\]")
 RICH_RE = regex.compile(r"━+\s+(?P<n>\d+)/(?P<total>\d+)\b")
+BRACKET_FRACTION_RE = regex.compile(r"[(\[]\s*(?P<n>\d{1,9})\s*/\s*(?P<total>\d{1,9})\s*[)\]]")
+EPOCH_BEFORE_RE = regex.compile(r"(?i)epoch\W*$|轮\W*$")
 ELAPSED_MS_RE = regex.compile(r"elapsed time per iteration \(ms\):\s*(?P<ms>[\d.]+)")
 
 _EVAL_WORDS = regex.compile(r"(?i)\b(?:val(?:id(?:ation|ate|ating)?)?|eval(?:uat\w*)?|test(?:ing)?|predict\w*|sanity)\b")
@@ -176,6 +178,14 @@ def parse_step(message: str) -> dict | None:
             return {"step": int(m.group("step")), "total": int(m.group("total")), "phase": "train", "desc": "megatron",
                     "loss": _num(lm.group("loss")) if lm else None, "lr": _num(lr.group("lr")) if lr else None,
                     "step_time": float(ms.group("ms")) / 1000 if ms else None}
+    if "/" in message and ("loss" in message or "Loss" in message):
+        # Any language: a bracketed fraction on a line that reports a loss (`[Rank 2] 处理批次 (5/32) loss=0.29`,
+        # `Schritt [5/32] loss=...`); an epoch fraction is not a step.
+        fm = BRACKET_FRACTION_RE.search(message)
+        lm = LOSS_RE.search(message)
+        if fm and lm and not EPOCH_BEFORE_RE.search(message[max(0, fm.start() - 12):fm.start()]):
+            return {"step": int(fm.group("n")), "total": int(fm.group("total")), "phase": "train", "desc": "custom",
+                    "loss": _num(lm.group("loss"))}
     m = _generic_step_search(message)
     if m:
         lm = LOSS_RE.search(message) or LOSS_ANY_RE.search(message)

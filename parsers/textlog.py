@@ -83,7 +83,7 @@ LINE_TRIGGERS_NOCASE = ["batch", "period", "every", "interval", "_steps", "_freq
 WINDOW_TRIGGERS = {'File "': 2, "Traceback (most recent call last)": 2, "Root Cause (first observed failure)": 12,
                    "Failures:": 200}
 STEP_TRIGGERS = ["{'", "Epoch(", "Iter(", "━", "[=", "/s]"]
-STEP_TRIGGERS_NOCASE = ["step", "iter", "batch"]
+STEP_TRIGGERS_NOCASE = ["step", "iter", "batch", "loss"]
 WEAK_STEP_TRIGGERS_NOCASE = ["it"]  # GENERIC_STEP_RE's bare `it 12`: read in small files only
 
 

@@ -189,7 +189,7 @@ def conclude(path: str, sources: list, results: list, rules: list[str] | None = 
     has_inputs = any(not s.problem for s in sources)
     signals = signals_mod.collect(tables)
     tables.meta["signals"] = signals
-    verdict, findings = verdict_mod.decide(findings, has_inputs, signals)
+    verdict, findings = verdict_mod.decide(findings, has_inputs, signals, tables.frames["ranks"])
     gaps = gaps_mod.evidence_gaps(tables, verdict) if verdict else []
     return Analysis(input=path, sources=sources, tables=tables, findings=findings, verdict=verdict,
                     evidence_gaps=gaps)

@@ -8,7 +8,7 @@ from postmortem.sentences import verdict_sentence
 SYMPTOM_CATEGORIES = ("collective_timeout", "rank_crash", "nccl_error", "unknown")
 
 
-def decide(findings: list[Finding], has_inputs: bool, signals=None) -> tuple[Verdict | None, list[Finding]]:
+def decide(findings: list[Finding], has_inputs: bool, signals=None, ranks=None) -> tuple[Verdict | None, list[Finding]]:
     """Return the verdict and the findings sorted by confidence (highest first), with cascade_of filled in.
 
     `signals` (postmortem.signals.Signals, or a bool for "some failure signal") decides between `unknown` and
@@ -19,6 +19,8 @@ def decide(findings: list[Finding], has_inputs: bool, signals=None) -> tuple[Ver
     if not ordered:
         return _no_finding(signals), []
     root = ordered[0]
+    if root.step is None and root.culprit_ranks:
+        root.step = culprit_step(ranks, root.culprit_ranks)
     for f in ordered[1:]:
         if f.category == root.category and f.rule != root.rule:
             f.cascade_of = root.rule if f.confidence < root.confidence else None
@@ -50,3 +52,11 @@ def _no_finding(signals) -> Verdict:
     return Verdict("no_failure", None, None, 0.5, [], None,
                    "No failure signal in the inputs (no exception, timeout, kill or error line), but no end-of-run "
                    "marker either.")
+
+
+def culprit_step(ranks, culprits: list[int]) -> int | None:
+    """The culprits' last training step from the `ranks` table (when they all stopped at the same one)."""
+    if ranks is None or getattr(ranks, "empty", True):
+        return None
+    steps = ranks[ranks["rank"].isin(list(culprits))]["last_step"].dropna().unique()
+    return int(steps[0]) if len(steps) == 1 else None

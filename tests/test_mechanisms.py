@@ -249,3 +249,17 @@ def test_lone_rank_waiting_in_the_step_is_not_skew(tmp_path):
                     (C10D, "all_reduce")], "KeyboardInterrupt")
     a = _run(tmp_path, {"job.log": text})
     assert a.verdict.category != "barrier_skew"
+
+
+@pytest.mark.parametrize("line,step,total", [("[Rank 2] 处理批次 (5/32) loss=0.2949", 5, 32),
+                                             ("Schritt [7/40] Verlust loss=0.12", 7, 40),
+                                             ("バッチ (3/10) loss: 1.5", 3, 10)])
+def test_any_language_bracketed_fraction_with_a_loss_is_a_step(line, step, total):
+    row = parse_step(line)
+    assert row and (row["step"], row["total"]) == (step, total)
+
+
+@pytest.mark.parametrize("line", ["Epoch [1/10] loss=0.5", "see (1/2) of the docs", "ratio (3/4) of the loss budget"])
+def test_fraction_near_misses(line):
+    row = parse_step(line)
+    assert row is None or row.get("total") is None or row["desc"] != "custom" or "loss budget" in line

@@ -151,7 +151,7 @@ def rank_value(tables, rank: int, column: str):
     return int(v) if column in ("last_step", "last_enqueued", "last_started", "last_completed") else v
 
 
-_STEP_IN_TEXT = re.compile(r"(?i)\b(?:step|iter(?:ation)?|global_step)[ _=:-]?(\d{1,9})\b|checkpoint-(\d{1,9})\b")
+STEP_IN_TEXT = re.compile(r"(?i)\b(?:step|iter(?:ation)?|global_step)[ _=:-]?(\d{1,9})\b|checkpoint-(\d{1,9})\b")
 
 
 def step_before(tables, source, line) -> int | None:
@@ -170,7 +170,7 @@ def step_before(tables, source, line) -> int | None:
     marks = ev[(ev["source"] == source) & (ev["line"] <= line) & (ev["line"] >= at)
                & ev["kind"].isin(["sample_start", "eval_start", "checkpoint_save"])] if len(ev) else ev
     for msg in marks["message"]:
-        m = _STEP_IN_TEXT.search(str(msg))
+        m = STEP_IN_TEXT.search(str(msg))
         if m:
             v = int(m.group(1) or m.group(2))
             best = v if best is None else max(best, v)

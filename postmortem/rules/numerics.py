@@ -32,6 +32,13 @@ def nan_loss(tables):
     if len(st_nan) and st_nan.iloc[0]["step"] == st_nan.iloc[0]["step"]:
         step = int(st_nan.iloc[0]["step"])
     culprit = _first_nan_ranks(tables, nan, st_nan)
+    if step is None and len(nan):  # the step the first NaN line names ('non-finite loss nan at step 37')
+        own = nan[nan["rank"].isin(culprit)] if culprit else nan
+        for msg in (own if len(own) else nan)["message"]:
+            m = facts.STEP_IN_TEXT.search(str(msg))
+            if m:
+                step = int(m.group(1) or m.group(2))
+                break
     if step is None and len(culprit) == 1:
         step = facts.rank_value(tables, culprit[0], "last_step")
     why = "The loss turned non-finite" + (f" on rank {culprit[0]}" if len(culprit) == 1 else "") + (
