@@ -86,7 +86,7 @@ FORMAT_DEFS: list[dict] = [
                  ("Tried to allocate 216.00 MiB (GPU 0; 7.92 GiB total capacity; 69.17 MiB already allocated; 24.56 MiB free)", {"req2": "216.00 MiB"})]},
     {"name": "cuda-oom-detail-new", "kind": "oom_detail", "level": "info",
      "triggers": ["has a total capac"],
-     "pattern": r"GPU (?P<gpu>\d+) has a total capac(?:i)?ty of (?P<total>[\d.]+ \w+) of which (?P<free>[\d.]+ \w+|0 bytes) is free",
+     "pattern": r"GPU (?P<gpu>\d+) has a total capac(?:i)?ty of (?P<total>[\d.]+ \w+) of which (?P<free>[\d.]+ \w+|0 bytes) is free(?:.{0,200}?this process has (?P<proc>[\d.]+ \w+) memory in use)?",
      "samples": [("GPU 0 has a total capacty of 4.00 GiB of which 41.56 MiB is free. Including", {"gpu": "0", "total": "4.00 GiB"})]},
     {"name": "cuda-oom-detail-old", "kind": "oom_detail", "level": "info",
      "triggers": ["total capacity;"],

@@ -266,3 +266,60 @@ def death_at_periodic_step(tables):
                     culprit_ranks=culprit, step=step, evidence=stop_ev + facts.evidence_from(deaths, 2) +
                     facts.evidence_from(facts.ev(tables, "config"), 4), order=(1, float("inf")),
                     explains=("collective_timeout", "unknown"))]
+
+
+@rule(id="gpu-memory-held-elsewhere", title="GPU memory held by something other than the job", category="gpu_oom",
+      severity="error",
+      description="GPU memory is taken while nothing of the job uses it: an nvidia-smi snapshot shows most of a GPU's "
+                  "memory used with no process listed on it and 0 % utilisation (an orphaned or foreign allocation, a "
+                  "zombie of an earlier run), or an OOM message shows PyTorch itself holding a small part of the GPU "
+                  "while almost none is free. Any job on that GPU then runs out of memory.",
+      remediation="Find and kill the holder (nvidia-smi --query-compute-apps=pid,used_memory --format=csv; "
+                  "fuser -v /dev/nvidia*; in containers look from the host), or reset the GPU / restart the instance; "
+                  "then rerun.",
+      false_positives=("In a container nvidia-smi lists no processes even for the job itself; an idle job that "
+                       "holds its memory looks the same in one snapshot.",))
+def gpu_memory_held_elsewhere(tables):
+    evidence, why = [], []
+    gpu = tables.gpu
+    if len(gpu):
+        snap = gpu[(gpu["mem_total_mib"] > 0) & (gpu["mem_used_mib"] >= 0.5 * gpu["mem_total_mib"])
+                   & (gpu["util_pct"].fillna(-1) == 0)
+                   & gpu["processes"].map(lambda p: isinstance(p, list) and not p)]
+        if len(snap):
+            r = snap.iloc[0]
+            why.append(f"GPU {r['gpu_index']} had {r['mem_used_mib']:.0f} of {r['mem_total_mib']:.0f} MiB in use at "
+                       "0 % utilisation with no process listed on it")
+            evidence.append(Evidence(r["source"], facts._int(r["line"]), facts._int(r["rank"]),
+                                     f"GPU {r['gpu_index']}: {r['mem_used_mib']:.0f} / {r['mem_total_mib']:.0f} MiB used, "
+                                     "0 % util, no process"))
+    for _, d in facts.ev(tables, "oom_detail").iterrows():
+        det = d["details"] or {}
+        total, free = _gib(det.get("total")), _gib(det.get("free"))
+        held = _gib(det.get("alloc") or det.get("proc"))
+        if total and free is not None and held is not None and free < 0.05 * total and held < 0.1 * total:
+            why.append(f"the OOM message shows this process holding {det.get('alloc') or det.get('proc')} of "
+                       f"{det.get('total')} with only "
+                       f"{det.get('free')} free: the rest belongs to another process")
+            evidence.append(Evidence(d["source"], facts._int(d["line"]), facts._int(d["rank"]), str(d["message"])[:300]))
+            break
+    if not why:
+        return []
+    return [Finding(rule="gpu-memory-held-elsewhere", category="gpu_oom", phase=None,
+                    confidence=0.6 if len(why) > 1 or evidence[0].text.startswith(("RuntimeError", "torch", "Tried",
+                                                                                    "CUDA")) else 0.45,
+                    severity="error", title="GPU memory was held by something other than the job",
+                    explanation="; ".join(why).capitalize() + ". The job cannot use memory another process (or an "
+                                "orphaned allocation) holds, so it runs out of memory whatever its batch size.",
+                    remediation="Kill the process holding the GPU (nvidia-smi --query-compute-apps, fuser -v "
+                                "/dev/nvidia*), reset the GPU or restart the instance, then rerun.",
+                    evidence=evidence[:4], order=(1, float("inf")), explains=("rank_crash", "unknown"))]
+
+
+def _gib(text) -> float | None:
+    """'7.92 GiB' / '24.56 MiB' -> GiB; None when not a size."""
+    import re
+    m = re.match(r"\s*([\d.]+)\s*([KMGT]?)i?B", str(text or ""))
+    if not m:
+        return None
+    return float(m.group(1)) * {"": 1 / 1024 ** 3, "K": 1 / 1024 ** 2, "M": 1 / 1024, "G": 1, "T": 1024}[m.group(2)]
