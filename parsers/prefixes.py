@@ -101,8 +101,9 @@ def _first_prefix_match(msg: str):
 
 
 def _note(info: dict, key: str, value: str | None) -> None:
-    """Keep the first statement of a field: ranks as ints (when stated), the others when not empty."""
-    if key in info:
+    """Keep the first statement of a field (ranks as ints, the others when not empty), except the time: of stacked
+    stamps the innermost is the program's own clock, the outer ones only say when a collector received the line."""
+    if key in info and not (key == "ts" and value):
         return
     if key in ("rank", "local_rank"):
         if value is not None:

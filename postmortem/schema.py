@@ -85,7 +85,17 @@ TS_DTYPE = "datetime64[ns, UTC]"
 
 def _times(values: pd.Series) -> pd.Series:
     """UTC datetimes in one unit for every table (pandas would pick s or us per table from the values)."""
-    ts = pd.to_datetime(values, utc=True, errors="coerce")
+    # Each line's own format: inferring one format from the first value would turn every other shape (an ISO `T…Z`
+    # stamp after a `2024-05-01 10:00:00` one) into NaT. ISO first (fast), then the rest one by one.
+    ts = pd.to_datetime(values, utc=True, errors="coerce", format="ISO8601")
+    rest = ts.isna() & values.notna()
+    if rest.any():
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            other = pd.to_datetime(values[rest], utc=True, errors="coerce", format="mixed")
+        ts = ts.astype("datetime64[us, UTC]")  # one unit for both parts (ISO may have picked s, mixed us)
+        ts[rest] = other.astype("datetime64[us, UTC]")
     try:
         return ts.astype(TS_DTYPE)
     except (OverflowError, ValueError):  # a year past 2262 does not fit in ns: such a time is as good as unknown

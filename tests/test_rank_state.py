@@ -43,3 +43,17 @@ def test_ranks_known_only_from_the_world_size_get_a_row(tmp_path):
     row = a.ranks.set_index("rank").loc[1]
     assert row["last_started"] == 9 and row["waiting"] and row["first_error"].startswith("watchdog_timeout")
     assert a.ranks.set_index("rank").loc[3, "first_error"] is None or pd.isna(a.ranks.set_index("rank").loc[3, "first_error"])
+
+
+def test_timestamps_of_different_shapes_in_one_table_all_parse():
+    from postmortem.schema import _times
+    out = _times(pd.Series(["2026-02-18 10:28:25.496", "2026-02-18T10:48:25.681Z", None, "2024-05-01 10:00:00",
+                            "garbage"], dtype=object))
+    assert out.notna().tolist() == [True, True, False, True, False]
+    assert str(out.dtype) == "datetime64[ns, UTC]"
+
+
+def test_the_innermost_of_stacked_stamps_is_the_line_time():
+    from parsers.prefixes import strip_prefixes
+    _, info = strip_prefixes("[2026-03-11T21:02:59.474Z] 2026-02-18T10:48:25.681Z [rank7]:[E218 x.cpp:1] boom")
+    assert info["ts"].startswith("2026-02-18") and info["rank"] == 7

@@ -85,10 +85,7 @@ def collective_mismatch(tables):
 
 
 def _waits(tables) -> pd.DataFrame:
-    w = facts.ev(tables, WAIT_KINDS)
-    if len(w):
-        w = w[~w["details"].map(lambda a: "teardown" in a)]
-    return w
+    return facts.waits(tables)
 
 
 @rule(id="uneven-progress", title="Ranks ended at different steps or batch counts", category="barrier_skew",

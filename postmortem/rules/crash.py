@@ -63,7 +63,7 @@ def _na(v) -> bool:
       remediation="Find what the missing rank was doing: take py-spy dumps of every rank when it hangs and enable "
                   "the flight recorder (TORCH_FR_BUFFER_SIZE) so the next timeout names the lagging rank.")
 def bare_timeout(tables):
-    t = facts.ev(tables, ("watchdog_timeout", "collective_timeout", "watchdog_status", "store_error"))
+    t = facts.waits(tables)
     if t.empty:
         return []
     waiting = facts.ranks_of(t)

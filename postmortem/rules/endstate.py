@@ -11,8 +11,7 @@ WAIT_KINDS = ("watchdog_timeout", "collective_timeout", "watchdog_status", "stor
 
 
 def _waits(tables) -> pd.DataFrame:
-    w = facts.ev(tables, WAIT_KINDS)
-    return w[~w["details"].map(lambda a: "teardown" in a)] if len(w) else w
+    return facts.waits(tables)
 
 
 @rule(id="collective-after-training-end", title="A collective called after training had ended",

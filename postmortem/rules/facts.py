@@ -175,3 +175,24 @@ def step_before(tables, source, line) -> int | None:
             v = int(m.group(1) or m.group(2))
             best = v if best is None else max(best, v)
     return best
+
+
+WAIT_KINDS = ("watchdog_timeout", "collective_timeout", "watchdog_status", "store_error")
+
+
+def waits(tables) -> pd.DataFrame:
+    """Lines of ranks that were waiting in a collective: timeouts and watchdog reports, less teardown noise and less
+    status lines whose own counters show nothing pending (a rank that only dumps because another timed out)."""
+    w = ev(tables, WAIT_KINDS)
+    if w.empty:
+        return w
+
+    def waiting(d) -> bool:
+        if "teardown" in d:
+            return False
+        enq, done = d.get("last_enqueued"), d.get("last_completed")
+        try:
+            return not (enq is not None and done is not None and int(done) >= int(enq))
+        except (TypeError, ValueError):
+            return True
+    return w[w["details"].map(lambda d: waiting(d or {}))]
