@@ -81,7 +81,7 @@ def _load_builtin() -> None:
     import importlib
     for mod in ("parsers.textlog", "parsers.pyspy", "parsers.nvidia_smi", "parsers.torchrun_error",
                 "parsers.flight_recorder", "parsers.dmesg", "parsers.stackdump", "parsers.nccl", "parsers.collect_manifest",
-                "parsers.host_memory"):
+                "parsers.host_memory", "parsers.embedded"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:

@@ -10,6 +10,7 @@ import math
 import re
 from datetime import datetime
 
+from parsers import learned_prefix
 from parsers.base import ParseResult, register
 from postmortem import textio
 from postmortem.discover import Source
@@ -205,7 +206,7 @@ def parse_host_memory(source: Source) -> ParseResult:
     result = ParseResult()
     stats = textio.ReadStats()
     mem = _HostMem(source, result)
-    for lineno, line in textio.iter_lines(source.path, stats):
+    for lineno, line in learned_prefix.strip_stream(textio.iter_lines(source.path, stats)):
         mem.feed(lineno, line)
     mem.finish()
     result.lines, result.bytes = stats.lines, stats.bytes

@@ -68,6 +68,8 @@ def learn(head_lines: list[str]) -> LearnedPrefix | None:
     lines = [ln for ln in head_lines if ln.strip()]
     if len(lines) < 3:
         return None
+    if sum(ln.count(", ") >= 3 for ln in lines) * 5 >= len(lines) * 3:
+        return None  # comma-separated rows (nvidia-smi --query CSV): a leading time is a column, not a stamp
     runs = []
     for ln in lines:
         run = []

@@ -14,6 +14,7 @@ import operator
 import re
 from datetime import datetime
 
+from parsers import learned_prefix
 from parsers import nvidia_smi_query as q
 from parsers.base import ParseResult, register
 from parsers.safeload import UnsafeInput, parse_xml_hardened
@@ -537,7 +538,7 @@ def parse_nvidia_smi(source: Source) -> ParseResult:
     result = ParseResult()
     stats = textio.ReadStats()
     parser = _SmiParser(source, result)
-    for lineno, line in textio.iter_lines(source.path, stats):
+    for lineno, line in learned_prefix.strip_stream(textio.iter_lines(source.path, stats)):
         parser.feed(lineno, line)
     parser.finish()
     for row in result.rows.get("gpu", []):

@@ -11,7 +11,6 @@ from parsers import prefilter
 from parsers.base import ParseResult, register
 from parsers import learned_prefix
 from parsers.prefixes import strip_prefixes
-from parsers.pyspy import THREAD_RE as PYSPY_THREAD_RE
 from parsers.steps import parse_step
 from postmortem import textio
 from postmortem.discover import Source
@@ -75,7 +74,7 @@ SCHEME_SAMPLE = 400
 # contains a format trigger (parsers.formats) or one of these; the rest is skipped unread.
 LINE_TRIGGERS = ["Traceback (most recent call last)", 'File "', "During handling of the above exception",
                  "The above exception was the direct cause", "Error", "Exception", "Exit", "Interrupt", "Failure",
-                 "Timeout", "Fault", "Warning", "GLOBAL_RANK", " (idle): ", " (active"]
+                 "Timeout", "Fault", "Warning", "GLOBAL_RANK"]
 # CONFIG_RE needs one of these in its key (CONFIG_TRIGGER is looser: "steps" alone is also a tqdm description).
 LINE_TRIGGERS_NOCASE = ["batch", "period", "every", "interval", "_steps", "_freq", "frequency", "workers", "epochs",
                         "timeout"]
@@ -393,7 +392,7 @@ def parse_textlog(source: Source) -> ParseResult:
     # Stack dumps list frames, not log lines: `save_checkpoint (x.py:3)` is no save, a command line is no config
     # echo, and `File "..."` frames are not a raised exception. Only failure lines (py-spy's own errors) count.
     dump = source.kind in ("pyspy", "stack_dump")
-    plain, waited, embedded_dump = None, False, False
+    plain, waited = None, False
     for lineno, raw, steps_only in items:
         segments = raw.split("\r") if "\r" in raw else [raw]
         if ".cpp:" in raw or "Traceback (" in raw:
@@ -443,8 +442,6 @@ def parse_textlog(source: Source) -> ParseResult:
                     _nccl_row(result, source, lineno, nm, ctx, hostpid_rank)
                     if nm.group("level") != "WARN":
                         continue
-            if not embedded_dump and not dump and "): " in message and PYSPY_THREAD_RE.match(message.strip()):
-                embedded_dump = True  # a py-spy dump pasted or captured inside a log: read its stacks too
             hits = fmts.match_line(message)
             if not hits and not dump and _plain_line(message):
                 plain = (lineno, message, rank, ctx)  # what the job printed last before anything happened
@@ -493,11 +490,6 @@ def parse_textlog(source: Source) -> ParseResult:
                 steps.add(st)
     tbs.finish()
     summary.finish()
-    if embedded_dump:
-        from parsers.pyspy import parse_pyspy_text
-        stacks = parse_pyspy_text(source).rows.get("stacks", [])
-        for row in stacks:
-            result.add("stacks", row)
     for row in steps.rows():
         result.add("steps", row)
     if dropped:

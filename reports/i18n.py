@@ -530,6 +530,8 @@ ADVICE: dict[str, dict[str, str]] = {"zh": {
                               "并先释放训练图（del loss; torch.cuda.empty_cache()）；下次运行记录 nvidia-smi 以确认。",
     "first-exception": "修复最先抛出的异常（见证据中的调用栈）；其他 rank 的超时与断连是它的连锁反应。",
     "gpu-hardware-fault": "将该 GPU/节点下线并交给运维检查（Xid、ECC、PCIe）；从最近的检查点在健康节点上恢复。",
+    "gpu-memory-held-elsewhere": "找出并结束占用该 GPU 的进程（nvidia-smi --query-compute-apps、fuser -v /dev/nvidia*；"
+                                 "容器内需在宿主机上查看），或重置 GPU/重启实例后再运行。",
     "gpu-oom": "降低出错阶段的批大小（按每张卡计算）或序列长度，启用梯度检查点/混合精度，在评估与采样中使用 "
                "torch.no_grad()，必要时设置 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True 以减少碎片。",
     "host-oom-killer": "降低主机内存占用：减少 DataLoader num_workers 与预取、避免每个 rank 各自把整个数据集读入内存"

@@ -54,9 +54,11 @@ def _plain_strip(line: str) -> tuple[str, dict]:
             info["rank"] = int(g["rank"])
         if g.get("local_rank") is not None and "local_rank" not in info:
             info["local_rank"] = int(g["local_rank"])
-        for key in ("host", "ts", "pid"):
+        for key in ("host", "pid"):
             if g.get(key) and key not in info:
                 info[key] = g[key]
+        if g.get("ts"):  # of stacked stamps the innermost is the line's own time
+            info["ts"] = g["ts"]
         msg = msg[found.end():]
     lvl = p._level(msg)
     if lvl:
