@@ -64,3 +64,20 @@ class LiteralSet:
         except _hs.error:  # scanning can only fail on resources; say "maybe" so the caller looks closer
             return True
         return bool(found)
+
+    def ends(self, data) -> list[int]:
+        """End offsets of every match in `data` (bytes or a memoryview), in order: where the literals occur, so
+        that the caller touches only the lines around them."""
+        if self._db is None or not len(data):
+            return []
+        found: list[int] = []
+        add = found.append
+
+        def on_match(_id, _start, end, _flags, _ctx):
+            add(end)
+        try:
+            self._db.scan(data, match_event_handler=on_match)
+        except _hs.error:  # resources: the caller treats the data as one big hit
+            return [len(data)]
+        return found
+

@@ -38,12 +38,17 @@ SPAN_MIN = 64 * 1024          # lines longer than this are not copied out of the
 MEMO_CAP = 200_000            # memo entries per process before it is cleared
 MAX_SAMPLES = 24              # sampled progress / step lines per file (plus the exact last ones)
 MIN_STRIDE = 8 * 1024
+SCAN_BLOCKS = True            # big files: whole-block Hyperscan scanning (False: every line judged on its own)
 SEGMENT_LEVEL = 8             # an event line with more `\r` segments than this is handed over segment by segment
 
 F_EVENT, F_BAR, F_STEP, F_WEAK = 1, 2, 4, 8
 F_NCCL_CHANNEL, F_NCCL_RING, F_NCCL_TREES, F_NCCL_OTHER = 16, 32, 64, 128
 F_NCCL = F_NCCL_CHANNEL | F_NCCL_RING | F_NCCL_TREES | F_NCCL_OTHER
 F_WINDOW = 256
+F_EXCWORD = 512  # only a weak trigger (`Warning`): a line that matters only inside an open traceback
+FRAME_REACH = 62  # lines after a traceback frame where a weak-trigger line can still close it (textlog.MAX_OPEN_GAP)
+REGION_WALK = 512  # lines walked back from the end of a skipped region for the last progress/step line
+NCCL_COUNT_NEEDLES = ((0, b"NCCL INFO Channel"), (1, b"NCCL INFO Ring"), (2, b"NCCL INFO Tree"))
 NCCL_KINDS = ((F_NCCL_CHANNEL, "channel"), (F_NCCL_RING, "ring"), (F_NCCL_TREES, "trees"), (F_NCCL_OTHER, "other"))
 
 # Bytes that vary between lines of one shape: digits, blanks, tqdm's ascii and unicode bar glyphs (U+2588-U+258F).
@@ -65,7 +70,9 @@ class Triggers:
     """The compiled classification of shape keys for one set of triggers (built once per process)."""
 
     def __init__(self, events: list[str], events_nocase: list[str], windows: dict[str, int], steps: list[str],
-                 steps_nocase: list[str], weak_steps_nocase: list[str]):
+                 steps_nocase: list[str], weak_steps_nocase: list[str], weak_events: list[str] = ()):
+        events = [t for t in events if t not in set(weak_events)]
+        self.excword_re = trigger_regex(sorted({normalise(t) for t in weak_events})) if weak_events else None
         lits = {normalise(t) for t in list(events) + NCCL_FACTS + list(windows)}
         lits.discard(b"")
         self.event_re = trigger_regex(sorted(lits))
@@ -118,6 +125,8 @@ class Triggers:
             if win:
                 f |= F_WINDOW
                 self.window_len[key] = win
+        elif self.excword_re is not None and self.excword_re.search(key):
+            f |= F_EXCWORD
         if b"%|" in key:
             f |= F_BAR  # a progress bar is sampled as one: words in its description do not make it a step line
         elif self.step_re.search(key):
@@ -321,6 +330,35 @@ class LineScanner:
     def close(self) -> None:
         self.fh.close()
 
+    def _blocks(self) -> Iterator[tuple[bytes, int, int, bool, bool]]:
+        """Runs of whole lines as (buffer, start, end, continues, dirty): buf[start:end] ends after a `\\n`, or is a
+        long line cut between two redraws (continues: the next run goes on with the same line), a truncated line
+        or the file's last line. `dirty`: NUL bytes or ANSI escapes inside (to be cleaned line by line)."""
+        carry = b""
+        while True:
+            block = self._read()
+            if not block:
+                if carry:
+                    yield carry, 0, len(carry), False, b"\x00" in carry or b"\x1b" in carry
+                return
+            buf = carry + block if carry else block
+            last_nl = buf.rfind(b"\n")
+            if last_nl < 0:
+                carry = buf
+                cr = carry.rfind(b"\r") if len(carry) >= CHUNK else -1
+                dirty = b"\x00" in carry or b"\x1b" in carry
+                if cr > 0:  # a very long progress line: cut between two redraws and go on with the same line
+                    carry = buf[cr:]
+                    yield buf, 0, cr, True, dirty
+                elif len(carry) >= LONG_LINE:  # no break at all: keep the first LONG_LINE bytes, skip the rest
+                    carry = b""
+                    self.stats.truncated_lines += 1
+                    self._skip_rest_of_line()
+                    yield buf, 0, LONG_LINE, False, dirty
+                continue
+            carry = buf[last_nl + 1:]
+            yield buf, 0, last_nl + 1, False, b"\x00" in buf or b"\x1b" in buf
+
     def _pieces(self) -> Iterator[tuple[list, bool]]:
         """Runs of whole, cleaned lines; the flag says the run's last line goes on in the next run.
 
@@ -379,105 +417,18 @@ class LineScanner:
 
     def _scan(self) -> Iterator[tuple[int, str, bool]]:
         trig = self.trig
-        exact = self.exact
-        memo_get = trig.memo.get
-        flags_of = trig.flags
-        long_flags = trig.long_line_flags
-        long_fast = not exact and trig.fast_events() is not None
-        stride = self.stride
-        pending_bar: dict[bytes, tuple] = {}
-        pending_step: dict[bytes, tuple] = {}
-        bar_seen = step_seen = 0
-        next_bar = next_step = 0
-        window_end = 0
-        lineno = 0
-        counts = [0, 0, 0, 0]
-        cont = False
-        progress = steps_n = 0
-        for lines, cont_next in self._pieces():
-            for idx, line in enumerate(lines):
-                if not (cont and idx == 0):
-                    lineno += 1
-                f = None
-                if type(line) is _Span:
-                    if long_fast and b"\r" in line:
-                        f = long_flags(line)
-                    if f is None or f & F_STEP or lineno <= window_end:
-                        line, f = line.bytes(), None  # the exact path needs the line's own bytes (rare)
-                elif long_fast and len(line) > KEY_MEMO_MAX and b"\r" in line:
-                    f = long_flags(line)
-                if f is None:
-                    key = line.translate(None, DELETE)
-                    f = memo_get(key)
-                    if f is None:
-                        f = flags_of(key)
-                if lineno <= window_end:
-                    if f & F_WINDOW:
-                        window_end = max(window_end, lineno + trig.window_of(key))
-                    yield lineno, _text(line), False
-                    continue
-                if not f:
-                    continue
-                if exact:  # a small file: every line that can yield a row, as it is
-                    if f & F_WINDOW:
-                        window_end = max(window_end, lineno + trig.window_of(key))
-                    yield lineno, _text(line), not f & (F_EVENT | F_NCCL)
-                    continue
-                if f & F_EVENT:
-                    sid = _stream_id(line)
-                    due = [pending_bar.pop(sid)] if sid in pending_bar else []
-                    if sid in pending_step:
-                        due.append(pending_step.pop(sid))
-                    for ln, lazy in sorted(due, key=lambda t: t[0]):
-                        text = lazy.text()
-                        if text is not None:
-                            yield ln, text, True
-                    if f & F_WINDOW:
-                        window_end = max(window_end, lineno + trig.window_of(key))
-                    if b"\r" in line and (len(line) > KEY_MEMO_MAX or line.count(b"\r") > SEGMENT_LEVEL):
-                        yield from self._segments(lineno, line)
-                    else:
-                        yield lineno, _text(line), False
-                    continue
-                if f & F_NCCL:
-                    for i, (bit, _) in enumerate(NCCL_KINDS):
-                        if f & bit:
-                            counts[i] += 1
-                if f & F_BAR:
-                    sid = _stream_id(line)
-                    progress += 1
-                    before = bar_seen
-                    bar_seen += len(line)
-                    if bar_seen > next_bar:
-                        # one sample per stride mark crossed inside this line (an epoch can be one physical line)
-                        taken = 0
-                        while next_bar < bar_seen and taken < MAX_SAMPLES:
-                            seg = _last_segment_with(line, b"%|", max(2, next_bar - before + 2))
-                            if seg is None:
-                                seg = _last_segment_with(line, b"%|")
-                            if seg is not None:
-                                yield lineno, _text(seg), True
-                                taken += 1
-                            next_bar += stride
-                        next_bar = max(next_bar, bar_seen)
-                    # a span's last redraw is cut out now: a pending sample must not hold its whole block
-                    pending_bar[sid] = (lineno, _Lazy(line, b"%|") if type(line) is bytes
-                                        else _Ready(_last_segment_with(line, b"%|")))
-                if f & F_STEP:
-                    sid = _stream_id(line)
-                    steps_n += 1
-                    step_seen += len(line)
-                    lazy = _Lazy(line, None, self)
-                    if step_seen > next_step:
-                        next_step = step_seen + stride
-                        text = lazy.text()
-                        if text is not None:
-                            yield lineno, text, True
-                        pending_step.pop(sid, None)
-                    else:
-                        pending_step[sid] = (lineno, lazy)
-            cont = cont_next
-        rest = sorted(list(pending_bar.values()) + list(pending_step.values()), key=lambda t: t[0])
+        self.long_fast = not self.exact and trig.fast_events() is not None
+        self.pending_bar: dict[bytes, tuple] = {}
+        self.pending_step: dict[bytes, tuple] = {}
+        self.bar_seen = self.step_seen = self.next_bar = self.next_step = 0
+        self.window_end = self.frame_end = 0
+        self.counts = [0, 0, 0, 0]
+        self.progress = self.steps_n = 0
+        if self.long_fast and SCAN_BLOCKS:
+            lineno = yield from self._scan_blocks()
+        else:
+            lineno = yield from self._scan_lines()
+        rest = sorted(list(self.pending_bar.values()) + list(self.pending_step.values()), key=lambda t: t[0])
         for ln, lazy in rest:
             text = lazy.text()
             if text is not None:
@@ -487,8 +438,259 @@ class LineScanner:
             self.stats.problems.append(f"{self.stats.truncated_lines} line(s) longer than {LONG_LINE} bytes "
                                        f"without a line break truncated")
         for i, (_, name) in enumerate(NCCL_KINDS):
-            self.nccl_counts[name] = counts[i]
-        self.sampled = {"progress_lines": progress, "step_lines": steps_n}
+            self.nccl_counts[name] = self.counts[i]
+        self.sampled = {"progress_lines": self.progress, "step_lines": self.steps_n}
+
+    def _scan_lines(self):
+        """Every line through `_one` (small files, and big ones where Hyperscan is missing)."""
+        lineno = 0
+        cont = False
+        one = self._one
+        for lines, cont_next in self._pieces():
+            for idx, line in enumerate(lines):
+                if not (cont and idx == 0):
+                    lineno += 1
+                out = one(lineno, line)
+                if out:
+                    yield from out
+            cont = cont_next
+        return lineno
+
+    def _scan_blocks(self):
+        """Whole-block scanning: one Hyperscan pass over each block's bytes finds every trigger; only the lines
+        holding one (and the few lines after a traceback frame or summary header) go through `_one`. The lines in
+        between are never split: their NCCL lines are counted with `bytes.count`, progress is sampled at byte
+        strides, and the last progress/step line before each handed-over line is found by walking back a little."""
+        fast = self.trig.fast_events()
+        one = self._one
+        done = 0        # lines finished before the current block
+        foff = 0        # file offset of the current block's start
+        self.next_mark = 0
+        for buf, start, end, cont_next, dirty in self._blocks():
+            if dirty:  # NUL bytes or ANSI escapes: cleaned line by line (rare)
+                lines = _clean(buf[start:end].split(b"\n"), buf)
+                if buf[end - 1:end] == b"\n":
+                    lines.pop()
+                for i, line in enumerate(lines):
+                    out = one(done + i + 1, line)
+                    if out:
+                        yield from out
+                n = buf.count(b"\n", start, end)
+                done += n if (cont_next or buf[end - 1:end] == b"\n") else n + 1
+                foff += end - start
+                continue
+            pos, pos_line = start, done + 1
+            ends = fast.ends(memoryview(buf)[start:end])
+            le = -1
+            for e in ends:
+                p = start + e - 1
+                if p < le:
+                    continue  # another trigger on a line already handled
+                ls = buf.rfind(b"\n", start, p) + 1
+                if ls == 0:
+                    ls = start
+                if ls < pos:
+                    continue
+                le = buf.find(b"\n", p, end)
+                if le < 0:
+                    le = end
+                yield from self._region(buf, pos, ls, pos_line, foff - start)
+                pos_line += buf.count(b"\n", pos, ls)
+                line = buf[ls:le] if le - ls <= SPAN_MIN else _Span(buf, ls, le)
+                out = one(pos_line, line)
+                if out:
+                    yield from out
+                if le < end:
+                    pos, pos_line, le = le + 1, pos_line + 1, le + 1
+                else:
+                    pos = end
+            if pos < end:
+                yield from self._region(buf, pos, end, pos_line, foff - start)
+            n = buf.count(b"\n", start, end)
+            done += n if (cont_next or buf[end - 1:end] == b"\n") else n + 1
+            foff += end - start
+        return done
+
+    def _region(self, buf: bytes, a: int, b: int, lineno: int, base: int):
+        """Lines buf[a:b] (whole lines, no trigger in them) starting at line `lineno`; `base` + offset = file
+        offset. Window lines go through `_one`; the rest is counted and sampled without splitting it."""
+        reach = max(self.window_end, self.frame_end)
+        one = self._one
+        while a < b and lineno <= reach:
+            j = buf.find(b"\n", a, b)
+            j = b if j < 0 else j
+            out = one(lineno, buf[a:j])
+            if out:
+                yield from out
+            a, lineno = j + 1, lineno + 1
+            reach = max(self.window_end, self.frame_end)
+        if a >= b:
+            return
+        counts = self.counts
+        n_info = buf.count(b"NCCL INFO", a, b)
+        if n_info:
+            seen = 0
+            for i, needle in NCCL_COUNT_NEEDLES:
+                c = buf.count(needle, a, b)
+                counts[i] += c
+                seen += c
+            counts[3] += n_info - seen
+        self.progress += buf.count(b"%|", a, b)
+        # progress sampled at byte strides of the file
+        stride = self.stride
+        while self.next_mark < base + b:
+            m = max(a, self.next_mark - base)
+            self.next_mark = max(self.next_mark + stride, base + m + 1)
+            ls = buf.rfind(b"\n", a, m) + 1
+            ls = a if ls == 0 else ls
+            for _ in range(64):
+                if ls >= b:
+                    break
+                j = buf.find(b"\n", ls, b)
+                j = b if j < 0 else j
+                line = buf[ls:j] if j - ls <= SPAN_MIN else _Span(buf, ls, j)
+                f = self._quiet_flags(line)
+                if f & (F_BAR | F_STEP):
+                    seg = _last_segment_with(line, b"%|", max(2, m - ls + 2)) if f & F_BAR \
+                        else self.step_segment(line if type(line) is bytes else line.bytes())
+                    if seg is None and f & F_BAR:
+                        seg = _last_segment_with(line, b"%|")
+                    if seg is not None:
+                        self.steps_n += 1
+                        yield lineno + buf.count(b"\n", a, ls), _text(seg), True
+                    break
+                ls = j + 1
+        # the last progress and step line of each stream, walking back from the end of the region
+        last = lineno + buf.count(b"\n", a, b) - (1 if buf[b - 1:b] == b"\n" else 0)
+        j = b - 1 if buf[b - 1:b] == b"\n" else b
+        found_at = None
+        got_bar: set = set()
+        got_step: set = set()
+        for walked in range(REGION_WALK):
+            if j < a or (found_at is not None and walked - found_at > 64):
+                break
+            i = buf.rfind(b"\n", a, j) + 1
+            i = a if i == 0 else i
+            if j > i:
+                line = buf[i:j] if j - i <= SPAN_MIN else _Span(buf, i, j)
+                f = self._quiet_flags(line)
+                if f & (F_BAR | F_STEP):
+                    sid = _stream_id(line[:64])
+                    if f & F_BAR and sid not in got_bar:
+                        got_bar.add(sid)
+                        self.pending_bar[sid] = (last, _Ready(_last_segment_with(line, b"%|")))
+                    elif f & F_STEP and not f & F_BAR and sid not in got_step:
+                        got_step.add(sid)
+                        self.pending_step[sid] = (last, _Ready(self.step_segment(
+                            line if type(line) is bytes else line.bytes())))
+                    if found_at is None:
+                        found_at = walked
+            j, last = i - 1, last - 1
+
+    def _quiet_flags(self, line) -> int:
+        """Flags of a line known to hold no event trigger (a long `\\r` line: of its first and last redraw)."""
+        if len(line) > KEY_MEMO_MAX and b"\r" in line:
+            first = line.find(b"\r")
+            end = len(line)
+            while end > 0 and line[end - 1:end] == b"\r":
+                end -= 1
+            lastseg = line[line.rfind(b"\r", 0, end) + 1:end]
+            return self.trig.flags(line[:first].translate(None, DELETE)) | \
+                self.trig.flags(lastseg.translate(None, DELETE))
+        if type(line) is _Span:
+            line = line.bytes()
+        key = line.translate(None, DELETE)
+        f = self.trig.memo.get(key)
+        return self.trig.flags(key) if f is None else f
+
+    def _one(self, lineno: int, line) -> list | None:
+        """What one line hands over: [(line number, text, steps_only)], or None."""
+        trig = self.trig
+        f = None
+        key = None
+        if type(line) is _Span:
+            if self.long_fast and b"\r" in line:
+                f = trig.long_line_flags(line)
+            if f is None or f & F_STEP or lineno <= self.window_end:
+                line, f = line.bytes(), None  # the exact path needs the line's own bytes (rare)
+        elif self.long_fast and len(line) > KEY_MEMO_MAX and b"\r" in line:
+            f = trig.long_line_flags(line)
+        if f is None:
+            key = line.translate(None, DELETE)
+            f = trig.memo.get(key)
+            if f is None:
+                f = trig.flags(key)
+        if f & F_WINDOW and b'File "' in line:
+            self.frame_end = max(self.frame_end, lineno + FRAME_REACH)
+        if lineno <= self.window_end:
+            if f & F_WINDOW:
+                self.window_end = max(self.window_end, lineno + trig.window_of(key))
+            return [(lineno, _text(line), False)]
+        if not f:
+            return None
+        if self.exact:  # a small file: every line that can yield a row, as it is
+            if f & F_WINDOW:
+                self.window_end = max(self.window_end, lineno + trig.window_of(key))
+            return [(lineno, _text(line), not f & (F_EVENT | F_NCCL | F_EXCWORD))]
+        if f & F_EXCWORD and not f & F_EVENT and lineno <= self.frame_end:
+            return [(lineno, _text(line), False)]  # may close a traceback: `UserWarning: ...`
+        out = []
+        if f & F_EVENT:
+            sid = _stream_id(line)
+            pending_bar, pending_step = self.pending_bar, self.pending_step
+            due = [pending_bar.pop(sid)] if sid in pending_bar else []
+            if sid in pending_step:
+                due.append(pending_step.pop(sid))
+            for ln, lazy in sorted(due, key=lambda t: t[0]):
+                text = lazy.text()
+                if text is not None:
+                    out.append((ln, text, True))
+            if f & F_WINDOW:
+                self.window_end = max(self.window_end, lineno + trig.window_of(key))
+            if b"\r" in line and (len(line) > KEY_MEMO_MAX or line.count(b"\r") > SEGMENT_LEVEL):
+                out.extend(self._segments(lineno, line))
+            else:
+                out.append((lineno, _text(line), False))
+            return out
+        if f & F_NCCL:
+            for i, (bit, _) in enumerate(NCCL_KINDS):
+                if f & bit:
+                    self.counts[i] += 1
+        stride = self.stride
+        if f & F_BAR:
+            sid = _stream_id(line)
+            self.progress += 1
+            before = self.bar_seen
+            self.bar_seen += len(line)
+            if self.bar_seen > self.next_bar:
+                # one sample per stride mark crossed inside this line (an epoch can be one physical line)
+                taken = 0
+                while self.next_bar < self.bar_seen and taken < MAX_SAMPLES:
+                    seg = _last_segment_with(line, b"%|", max(2, self.next_bar - before + 2))
+                    if seg is None:
+                        seg = _last_segment_with(line, b"%|")
+                    if seg is not None:
+                        out.append((lineno, _text(seg), True))
+                        taken += 1
+                    self.next_bar += stride
+                self.next_bar = max(self.next_bar, self.bar_seen)
+            # a span's last redraw is cut out now: a pending sample must not hold its whole block
+            self.pending_bar[sid] = (lineno, _Lazy(line, b"%|") if type(line) is bytes
+                                     else _Ready(_last_segment_with(line, b"%|")))
+        if f & F_STEP:
+            sid = _stream_id(line)
+            self.steps_n += 1
+            self.step_seen += len(line)
+            lazy = _Lazy(line, None, self)
+            if self.step_seen > self.next_step:
+                self.next_step = self.step_seen + stride
+                text = lazy.text()
+                if text is not None:
+                    out.append((lineno, text, True))
+                self.pending_step.pop(sid, None)
+            else:
+                self.pending_step[sid] = (lineno, lazy)
+        return out
 
     # -- helpers that run only for the few lines handed over
     def _segments(self, lineno: int, line: bytes) -> Iterator[tuple[int, str, bool]]:

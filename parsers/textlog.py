@@ -76,6 +76,9 @@ SCHEME_SAMPLE = 400
 LINE_TRIGGERS = ["Traceback (most recent call last)", 'File "', "During handling of the above exception",
                  "The above exception was the direct cause", "Error", "Exception", "Exit", "Interrupt", "Failure",
                  "Timeout", "Fault", "Warning", "GLOBAL_RANK"]
+# EXC_RE's `...Warning` types yield a row only where they close an open traceback (a bare warning line is no
+# exception): a big file hands them over only within reach of a traceback frame.
+WEAK_EVENT_TRIGGERS = ["Warning"]
 # CONFIG_RE needs one of these in its key (CONFIG_TRIGGER is looser: "steps" alone is also a tqdm description).
 LINE_TRIGGERS_NOCASE = ["batch", "period", "every", "interval", "_steps", "_freq", "frequency", "workers", "epochs",
                         "timeout"]
@@ -504,7 +507,8 @@ def _prefilter_triggers() -> prefilter.Triggers:
     return prefilter.compile_triggers(
         events=sorted({t for f in fmts.FORMATS for t in f.triggers} | set(LINE_TRIGGERS)),
         events_nocase=LINE_TRIGGERS_NOCASE, windows=WINDOW_TRIGGERS, steps=STEP_TRIGGERS,
-        steps_nocase=STEP_TRIGGERS_NOCASE, weak_steps_nocase=WEAK_STEP_TRIGGERS_NOCASE)
+        steps_nocase=STEP_TRIGGERS_NOCASE, weak_steps_nocase=WEAK_STEP_TRIGGERS_NOCASE,
+        weak_events=WEAK_EVENT_TRIGGERS)
 
 
 def _line_source(source: Source, stats: textio.ReadStats):
