@@ -38,6 +38,7 @@ SPAN_MIN = 64 * 1024          # lines longer than this are not copied out of the
 MEMO_CAP = 200_000            # memo entries per process before it is cleared
 MAX_SAMPLES = 24              # sampled progress / step lines per file (plus the exact last ones)
 MIN_STRIDE = 8 * 1024
+INFO_CAP = 32                 # informational event lines of one shape handed over per big file (then: the latest)
 SCAN_BLOCKS = True            # big files: whole-block Hyperscan scanning (False: every line judged on its own)
 SEGMENT_LEVEL = 8             # an event line with more `\r` segments than this is handed over segment by segment
 
@@ -45,9 +46,10 @@ F_EVENT, F_BAR, F_STEP, F_WEAK = 1, 2, 4, 8
 F_NCCL_CHANNEL, F_NCCL_RING, F_NCCL_TREES, F_NCCL_OTHER = 16, 32, 64, 128
 F_NCCL = F_NCCL_CHANNEL | F_NCCL_RING | F_NCCL_TREES | F_NCCL_OTHER
 F_WINDOW = 256
+F_ERRLINE = 1024  # an event trigger of an error-level format: the last progress line before it is handed over too
 F_EXCWORD = 512  # only a weak trigger (`Warning`): a line that matters only inside an open traceback
 FRAME_REACH = 62  # lines after a traceback frame where a weak-trigger line can still close it (textlog.MAX_OPEN_GAP)
-REGION_WALK = 512  # lines walked back from the end of a skipped region for the last progress/step line
+REGION_WALK = 16   # lines walked back from the end of a skipped region for its last step line
 NCCL_COUNT_NEEDLES = ((0, b"NCCL INFO Channel"), (1, b"NCCL INFO Ring"), (2, b"NCCL INFO Tree"))
 NCCL_KINDS = ((F_NCCL_CHANNEL, "channel"), (F_NCCL_RING, "ring"), (F_NCCL_TREES, "trees"), (F_NCCL_OTHER, "other"))
 
@@ -70,8 +72,13 @@ class Triggers:
     """The compiled classification of shape keys for one set of triggers (built once per process)."""
 
     def __init__(self, events: list[str], events_nocase: list[str], windows: dict[str, int], steps: list[str],
-                 steps_nocase: list[str], weak_steps_nocase: list[str], weak_events: list[str] = ()):
+                 steps_nocase: list[str], weak_steps_nocase: list[str], weak_events: list[str] = (),
+                 error_events: list[str] | None = None):
         events = [t for t in events if t not in set(weak_events)]
+        # the events whose line gets the stream's last progress/step line handed over before it (the step of death
+        # and the phase an error happened in); None: every event
+        self.error_re = trigger_regex(sorted({normalise(t) for t in error_events if t not in set(weak_events)}
+                                             - {b""})) if error_events is not None else None
         self.excword_re = trigger_regex(sorted({normalise(t) for t in weak_events})) if weak_events else None
         lits = {normalise(t) for t in list(events) + NCCL_FACTS + list(windows)}
         lits.discard(b"")
@@ -121,6 +128,9 @@ class Triggers:
         if self.event_re.search(key) or (self.event_nocase_re is not None and self.event_nocase_re.search(key)) \
                 or NCCL_TRAIL_KEY_RE.search(key):
             f |= F_EVENT
+            if self.error_re is None or self.error_re.search(key) or NCCL_TRAIL_KEY_RE.search(key) or \
+                    (self.event_nocase_re is not None and self.event_nocase_re.search(key)):
+                f |= F_ERRLINE
             win = max((n for w, n in self.windows if w in key), default=0)
             if win:
                 f |= F_WINDOW
@@ -424,10 +434,17 @@ class LineScanner:
         self.window_end = self.frame_end = 0
         self.counts = [0, 0, 0, 0]
         self.progress = self.steps_n = 0
+        self.info_seen: dict[bytes, int] = {}
+        self.pending_info: dict[bytes, tuple] = {}
+        self.info_skipped = 0
+        self.info_cap = INFO_CAP if not self.exact else None
+        self.block_counts = False
         if self.long_fast and SCAN_BLOCKS:
             lineno = yield from self._scan_blocks()
         else:
             lineno = yield from self._scan_lines()
+        for ln, raw in sorted(self.pending_info.values()):
+            yield from self._event_items(ln, raw)
         rest = sorted(list(self.pending_bar.values()) + list(self.pending_step.values()), key=lambda t: t[0])
         for ln, lazy in rest:
             text = lazy.text()
@@ -439,7 +456,8 @@ class LineScanner:
                                        f"without a line break truncated")
         for i, (_, name) in enumerate(NCCL_KINDS):
             self.nccl_counts[name] = self.counts[i]
-        self.sampled = {"progress_lines": self.progress, "step_lines": self.steps_n}
+        self.sampled = {"progress_lines": self.progress, "step_lines": self.steps_n,
+                        "repeated_info_lines": self.info_skipped}
 
     def _scan_lines(self):
         """Every line through `_one` (small files, and big ones where Hyperscan is missing)."""
@@ -468,6 +486,7 @@ class LineScanner:
         self.next_mark = 0
         for buf, start, end, cont_next, dirty in self._blocks():
             if dirty:  # NUL bytes or ANSI escapes: cleaned line by line (rare)
+                self.block_counts = False
                 lines = _clean(buf[start:end].split(b"\n"), buf)
                 if buf[end - 1:end] == b"\n":
                     lines.pop()
@@ -480,6 +499,8 @@ class LineScanner:
                 foff += end - start
                 continue
             pos, pos_line = start, done + 1
+            self._count_nccl(buf, start, end)
+            self.block_counts = True
             ends = fast.ends(memoryview(buf)[start:end])
             le = -1
             for e in ends:
@@ -494,8 +515,10 @@ class LineScanner:
                 le = buf.find(b"\n", p, end)
                 if le < 0:
                     le = end
-                yield from self._region(buf, pos, ls, pos_line, foff - start)
-                pos_line += buf.count(b"\n", pos, ls)
+                nl = buf.count(b"\n", pos, ls)
+                if ls > pos:
+                    yield from self._region(buf, pos, ls, pos_line, foff - start, nl)
+                pos_line += nl
                 line = buf[ls:le] if le - ls <= SPAN_MIN else _Span(buf, ls, le)
                 out = one(pos_line, line)
                 if out:
@@ -505,13 +528,13 @@ class LineScanner:
                 else:
                     pos = end
             if pos < end:
-                yield from self._region(buf, pos, end, pos_line, foff - start)
+                yield from self._region(buf, pos, end, pos_line, foff - start, buf.count(b"\n", pos, end))
             n = buf.count(b"\n", start, end)
             done += n if (cont_next or buf[end - 1:end] == b"\n") else n + 1
             foff += end - start
         return done
 
-    def _region(self, buf: bytes, a: int, b: int, lineno: int, base: int):
+    def _region(self, buf: bytes, a: int, b: int, lineno: int, base: int, nl: int):
         """Lines buf[a:b] (whole lines, no trigger in them) starting at line `lineno`; `base` + offset = file
         offset. Window lines go through `_one`; the rest is counted and sampled without splitting it."""
         reach = max(self.window_end, self.frame_end)
@@ -523,19 +546,11 @@ class LineScanner:
             if out:
                 yield from out
             a, lineno = j + 1, lineno + 1
+            if j < b:
+                nl -= 1
             reach = max(self.window_end, self.frame_end)
         if a >= b:
             return
-        counts = self.counts
-        n_info = buf.count(b"NCCL INFO", a, b)
-        if n_info:
-            seen = 0
-            for i, needle in NCCL_COUNT_NEEDLES:
-                c = buf.count(needle, a, b)
-                counts[i] += c
-                seen += c
-            counts[3] += n_info - seen
-        self.progress += buf.count(b"%|", a, b)
         # progress sampled at byte strides of the file
         stride = self.stride
         while self.next_mark < base + b:
@@ -560,32 +575,65 @@ class LineScanner:
                         yield lineno + buf.count(b"\n", a, ls), _text(seg), True
                     break
                 ls = j + 1
-        # the last progress and step line of each stream, walking back from the end of the region
-        last = lineno + buf.count(b"\n", a, b) - (1 if buf[b - 1:b] == b"\n" else 0)
+        # the last progress and step line before the region's end: the last bar redraw found in C, step lines by
+        # walking back a few lines (then the last HF log dict, found in C)
+        last = lineno + nl - (1 if buf[b - 1:b] == b"\n" else 0)
+        i = buf.rfind(b"%|", a, b)
+        if i >= 0:
+            ls = buf.rfind(b"\n", a, i) + 1
+            ls = a if ls == 0 else ls
+            le = buf.find(b"\n", i, b)
+            le = b if le < 0 else le
+            line = buf[ls:le] if le - ls <= SPAN_MIN else _Span(buf, ls, le)
+            if self._quiet_flags(line) & F_BAR:
+                self.pending_bar[_stream_id(line[:64])] = (last - buf.count(b"\n", le + 1, b),
+                                                            _Ready(_last_segment_with(line, b"%|")))
         j = b - 1 if buf[b - 1:b] == b"\n" else b
-        found_at = None
-        got_bar: set = set()
-        got_step: set = set()
-        for walked in range(REGION_WALK):
-            if j < a or (found_at is not None and walked - found_at > 64):
+        ln = last
+        for _ in range(REGION_WALK):
+            if j < a:
                 break
             i = buf.rfind(b"\n", a, j) + 1
             i = a if i == 0 else i
-            if j > i:
+            if j - i > 1:
                 line = buf[i:j] if j - i <= SPAN_MIN else _Span(buf, i, j)
                 f = self._quiet_flags(line)
-                if f & (F_BAR | F_STEP):
-                    sid = _stream_id(line[:64])
-                    if f & F_BAR and sid not in got_bar:
-                        got_bar.add(sid)
-                        self.pending_bar[sid] = (last, _Ready(_last_segment_with(line, b"%|")))
-                    elif f & F_STEP and not f & F_BAR and sid not in got_step:
-                        got_step.add(sid)
-                        self.pending_step[sid] = (last, _Ready(self.step_segment(
-                            line if type(line) is bytes else line.bytes())))
-                    if found_at is None:
-                        found_at = walked
-            j, last = i - 1, last - 1
+                if f & F_STEP and not f & F_BAR:
+                    self.pending_step[_stream_id(line[:64])] = (ln, _Ready(self.step_segment(
+                        line if type(line) is bytes else line.bytes())))
+                    return
+            j, ln = i - 1, ln - 1
+        i = buf.rfind(b"{'", a, j + 1 if j >= a else a)
+        if i >= 0:
+            ls = buf.rfind(b"\n", a, i) + 1
+            ls = a if ls == 0 else ls
+            le = buf.find(b"\n", i, b)
+            le = b if le < 0 else le
+            line = buf[ls:le]
+            f = self._quiet_flags(line)
+            if f & F_STEP and not f & F_BAR:
+                self.pending_step[_stream_id(line[:64])] = (last - buf.count(b"\n", le + 1, b), _Ready(
+                    self.step_segment(line)))
+
+    def _count_nccl(self, buf: bytes, a: int, b: int, sign: int = 1) -> None:
+        """NCCL INFO lines in buf[a:b] by kind, with `bytes.count` (block mode: the whole block at once; the
+        event lines among them are taken back out by `_one`)."""
+        counts = self.counts
+        n_info = buf.count(b"NCCL INFO", a, b)
+        if n_info:
+            seen = buf.count(b"NCCL INFO Channel", a, b)
+            counts[0] += sign * seen
+            if seen < n_info:
+                for i, needle in NCCL_COUNT_NEEDLES[1:]:
+                    c = buf.count(needle, a, b)
+                    counts[i] += sign * c
+                    seen += c
+            counts[3] += sign * (n_info - seen)
+
+    def _event_items(self, lineno: int, line) -> list:
+        if b"\r" in line and (len(line) > KEY_MEMO_MAX or line.count(b"\r") > SEGMENT_LEVEL):
+            return list(self._segments(lineno, line))
+        return [(lineno, _text(line), False)]
 
     def _quiet_flags(self, line) -> int:
         """Flags of a line known to hold no event trigger (a long `\\r` line: of its first and last redraw)."""
@@ -635,24 +683,45 @@ class LineScanner:
         if f & F_EXCWORD and not f & F_EVENT and lineno <= self.frame_end:
             return [(lineno, _text(line), False)]  # may close a traceback: `UserWarning: ...`
         out = []
+        if f & F_EVENT and not f & (F_ERRLINE | F_WINDOW) and self.info_cap is not None:
+            # an informational event line (a checkpoint path, a config echo, an eval/sampling bar): the first
+            # INFO_CAP of each shape are handed over, later ones only as the latest of their shape, before the next
+            # error line and at the end (so the phase an error happened in is still known)
+            if key is None:
+                key = line.translate(None, DELETE) if len(line) <= KEY_MEMO_MAX else None
+            if key is not None:
+                n = self.info_seen.get(key, 0)
+                if n >= INFO_CAP:
+                    self.pending_info[key] = (lineno, bytes(line) if type(line) is bytes else line.bytes())
+                    self.info_skipped += 1
+                    return None
+                if len(self.info_seen) < MEMO_CAP:
+                    self.info_seen[key] = n + 1
         if f & F_EVENT:
+            if self.block_counts and b"NCCL INFO" in line:  # counted with its block, but an event is no count
+                b = line if type(line) is bytes else line.bytes()
+                self._count_nccl(b, 0, len(b), -1)
             sid = _stream_id(line)
+            if f & F_ERRLINE and self.pending_info:
+                for ln, raw in sorted(self.pending_info.values()):
+                    out.extend(self._event_items(ln, raw))
+                self.pending_info.clear()
             pending_bar, pending_step = self.pending_bar, self.pending_step
-            due = [pending_bar.pop(sid)] if sid in pending_bar else []
-            if sid in pending_step:
-                due.append(pending_step.pop(sid))
+            due = []
+            if f & F_ERRLINE:
+                if sid in pending_bar:
+                    due.append(pending_bar.pop(sid))
+                if sid in pending_step:
+                    due.append(pending_step.pop(sid))
             for ln, lazy in sorted(due, key=lambda t: t[0]):
                 text = lazy.text()
                 if text is not None:
                     out.append((ln, text, True))
             if f & F_WINDOW:
                 self.window_end = max(self.window_end, lineno + trig.window_of(key))
-            if b"\r" in line and (len(line) > KEY_MEMO_MAX or line.count(b"\r") > SEGMENT_LEVEL):
-                out.extend(self._segments(lineno, line))
-            else:
-                out.append((lineno, _text(line), False))
+            out.extend(self._event_items(lineno, line))
             return out
-        if f & F_NCCL:
+        if f & F_NCCL and not self.block_counts:
             for i, (bit, _) in enumerate(NCCL_KINDS):
                 if f & bit:
                     self.counts[i] += 1

@@ -508,7 +508,9 @@ def _prefilter_triggers() -> prefilter.Triggers:
         events=sorted({t for f in fmts.FORMATS for t in f.triggers} | set(LINE_TRIGGERS)),
         events_nocase=LINE_TRIGGERS_NOCASE, windows=WINDOW_TRIGGERS, steps=STEP_TRIGGERS,
         steps_nocase=STEP_TRIGGERS_NOCASE, weak_steps_nocase=WEAK_STEP_TRIGGERS_NOCASE,
-        weak_events=WEAK_EVENT_TRIGGERS)
+        weak_events=WEAK_EVENT_TRIGGERS,
+        error_events=sorted({t for f in fmts.FORMATS if f.level == "error" for t in f.triggers} | set(LINE_TRIGGERS)
+                            | set(WINDOW_TRIGGERS)))
 
 
 def _line_source(source: Source, stats: textio.ReadStats):
