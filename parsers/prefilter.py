@@ -38,6 +38,7 @@ SPAN_MIN = 64 * 1024          # lines longer than this are not copied out of the
 MEMO_CAP = 200_000            # memo entries per process before it is cleared
 MAX_SAMPLES = 24              # sampled progress / step lines per file (plus the exact last ones)
 MIN_STRIDE = 8 * 1024
+ERROR_CAP = 256               # error lines of one shape and rank handed over per big file (then: the latest)
 INFO_CAP = 32                 # informational event lines of one shape handed over per big file (then: the latest)
 SCAN_BLOCKS = True            # big files: whole-block Hyperscan scanning (False: every line judged on its own)
 SEGMENT_LEVEL = 8             # an event line with more `\r` segments than this is handed over segment by segment
@@ -55,6 +56,7 @@ NCCL_KINDS = ((F_NCCL_CHANNEL, "channel"), (F_NCCL_RING, "ring"), (F_NCCL_TREES,
 
 # Bytes that vary between lines of one shape: digits, blanks, tqdm's ascii and unicode bar glyphs (U+2588-U+258F).
 DELETE = b"0123456789 \t#" + bytes([0xE2, 0x96]) + bytes(range(0x88, 0x90))
+_RANK_DIGITS_RE = re.compile(rb"(?i)rank\D{0,3}(\d+)")  # the rank a repeated error line names (part of its cap key)
 ANSI_BYTES_RE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\n]*\x07|\x1b[()][AB012]")
 # NCCL INFO lines that state facts the tables need (rank map, world size, version, transport, error trails).
 NCCL_FACTS = ["Init COMPLETE", "Init START", "nRanks", "NCCL version", "Using network", " : Using "]
@@ -128,8 +130,7 @@ class Triggers:
         if self.event_re.search(key) or (self.event_nocase_re is not None and self.event_nocase_re.search(key)) \
                 or NCCL_TRAIL_KEY_RE.search(key):
             f |= F_EVENT
-            if self.error_re is None or self.error_re.search(key) or NCCL_TRAIL_KEY_RE.search(key) or \
-                    (self.event_nocase_re is not None and self.event_nocase_re.search(key)):
+            if self.error_re is None or self.error_re.search(key) or NCCL_TRAIL_KEY_RE.search(key):
                 f |= F_ERRLINE
             win = max((n for w, n in self.windows if w in key), default=0)
             if win:
@@ -436,6 +437,7 @@ class LineScanner:
         self.progress = self.steps_n = 0
         self.info_seen: dict[bytes, int] = {}
         self.pending_info: dict[bytes, tuple] = {}
+        self.pending_err: dict[tuple, tuple] = {}
         self.info_skipped = 0
         self.info_cap = INFO_CAP if not self.exact else None
         self.block_counts = False
@@ -443,7 +445,7 @@ class LineScanner:
             lineno = yield from self._scan_blocks()
         else:
             lineno = yield from self._scan_lines()
-        for ln, raw in sorted(self.pending_info.values()):
+        for ln, raw in sorted(list(self.pending_info.values()) + list(self.pending_err.values())):
             yield from self._event_items(ln, raw)
         rest = sorted(list(self.pending_bar.values()) + list(self.pending_step.values()), key=lambda t: t[0])
         for ln, lazy in rest:
@@ -457,7 +459,7 @@ class LineScanner:
         for i, (_, name) in enumerate(NCCL_KINDS):
             self.nccl_counts[name] = self.counts[i]
         self.sampled = {"progress_lines": self.progress, "step_lines": self.steps_n,
-                        "repeated_info_lines": self.info_skipped}
+                        "repeated_event_lines": self.info_skipped}
 
     def _scan_lines(self):
         """Every line through `_one` (small files, and big ones where Hyperscan is missing)."""
@@ -683,20 +685,27 @@ class LineScanner:
         if f & F_EXCWORD and not f & F_EVENT and lineno <= self.frame_end:
             return [(lineno, _text(line), False)]  # may close a traceback: `UserWarning: ...`
         out = []
-        if f & F_EVENT and not f & (F_ERRLINE | F_WINDOW) and self.info_cap is not None:
-            # an informational event line (a checkpoint path, a config echo, an eval/sampling bar): the first
-            # INFO_CAP of each shape are handed over, later ones only as the latest of their shape, before the next
-            # error line and at the end (so the phase an error happened in is still known)
+        if f & F_EVENT and self.info_cap is not None:
+            # Repeated event lines of a big file: the first INFO_CAP informational lines of each shape (a checkpoint
+            # path, a config echo, an eval/sampling bar) and the first ERROR_CAP error lines of each shape and
+            # rank are handed over; later ones only as the latest of their kind, before the next error line (info)
+            # and at the end, so the phase an error happened in and each rank's last error are still there.
             if key is None:
                 key = line.translate(None, DELETE) if len(line) <= KEY_MEMO_MAX else None
             if key is not None:
-                n = self.info_seen.get(key, 0)
-                if n >= INFO_CAP:
-                    self.pending_info[key] = (lineno, bytes(line) if type(line) is bytes else line.bytes())
+                if f & (F_ERRLINE | F_WINDOW):
+                    head = line[:200]
+                    m = _RANK_DIGITS_RE.search(head)
+                    cap_key, cap, held = (key, _stream_id(head), m and m.group(1)), ERROR_CAP, self.pending_err
+                else:
+                    cap_key, cap, held = key, INFO_CAP, self.pending_info
+                n = self.info_seen.get(cap_key, 0)
+                if n >= cap:
+                    held[cap_key] = (lineno, bytes(line) if type(line) is bytes else line.bytes())
                     self.info_skipped += 1
                     return None
                 if len(self.info_seen) < MEMO_CAP:
-                    self.info_seen[key] = n + 1
+                    self.info_seen[cap_key] = n + 1
         if f & F_EVENT:
             if self.block_counts and b"NCCL INFO" in line:  # counted with its block, but an event is no count
                 b = line if type(line) is bytes else line.bytes()
