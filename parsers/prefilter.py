@@ -97,6 +97,7 @@ class Triggers:
         self.pattern_text = sorted({t for t in list(events) + NCCL_FACTS + list(windows)})
         self.events_nocase = list(events_nocase)
         self._fast = None
+        self._later = None
 
     def fast_events(self) -> literal_scan.LiteralSet | None:
         """The event triggers as raw literals for the fast matcher (None when Hyperscan is not installed)."""
@@ -106,6 +107,17 @@ class Triggers:
             self._fast = literal_scan.LiteralSet([t.encode() for t in self.pattern_text],
                                                  [t.encode() for t in self.events_nocase], [NCCL_TRAIL_RAW])
         return self._fast
+
+    def fast_later(self) -> literal_scan.LiteralSet | None:
+        """fast_events for the blocks after a file's first: the case-insensitive config words (a config echo
+        sits at the start of a log; later, `epoch 3 batch 120` on every line is progress, not configuration) are
+        reported once per block, not on every line."""
+        if self._later is None:
+            if not literal_scan.available():
+                return None
+            self._later = literal_scan.LiteralSet([t.encode() for t in self.pattern_text], [], [NCCL_TRAIL_RAW],
+                                                  once_nocase=[t.encode() for t in self.events_nocase])
+        return self._later
 
     def long_line_flags(self, line) -> int | None:
         """Flags of a long `\\r`-joined line (bytes or a _Span) without normalising it: None when it may hold an
@@ -482,6 +494,7 @@ class LineScanner:
         between are never split: their NCCL lines are counted with `bytes.count`, progress is sampled at byte
         strides, and the last progress/step line before each handed-over line is found by walking back a little."""
         fast = self.trig.fast_events()
+        later = self.trig.fast_later()
         one = self._one
         done = 0        # lines finished before the current block
         foff = 0        # file offset of the current block's start
@@ -503,7 +516,7 @@ class LineScanner:
             pos, pos_line = start, done + 1
             self._count_nccl(buf, start, end)
             self.block_counts = True
-            ends = fast.ends(memoryview(buf)[start:end])
+            ends = (fast if not foff else later).ends(memoryview(buf)[start:end])
             le = -1
             for e in ends:
                 p = start + e - 1
@@ -553,16 +566,17 @@ class LineScanner:
             reach = max(self.window_end, self.frame_end)
         if a >= b:
             return
-        # progress sampled at byte strides of the file
+        # progress sampled at byte strides of the file: the first progress/step line at or after each mark (a mark
+        # whose region ends first waits for the next region)
         stride = self.stride
         while self.next_mark < base + b:
             m = max(a, self.next_mark - base)
-            self.next_mark = max(self.next_mark + stride, base + m + 1)
             ls = buf.rfind(b"\n", a, m) + 1
             ls = a if ls == 0 else ls
-            for _ in range(64):
-                if ls >= b:
-                    break
+            walked = 0
+            found = False
+            while walked < 64 and ls < b:
+                walked += 1
                 j = buf.find(b"\n", ls, b)
                 j = b if j < 0 else j
                 line = buf[ls:j] if j - ls <= SPAN_MIN else _Span(buf, ls, j)
@@ -575,8 +589,12 @@ class LineScanner:
                     if seg is not None:
                         self.steps_n += 1
                         yield lineno + buf.count(b"\n", a, ls), _text(seg), True
+                    found = True
                     break
                 ls = j + 1
+            if not found and walked < 64:
+                break  # the region ended: the next one serves this mark
+            self.next_mark = max(self.next_mark + stride, base + m + 1)
         # the last progress and step line before the region's end: the last bar redraw found in C, step lines by
         # walking back a few lines (then the last HF log dict, found in C)
         last = lineno + nl - (1 if buf[b - 1:b] == b"\n" else 0)
