@@ -97,27 +97,27 @@ class Triggers:
         self.pattern_text = sorted({t for t in list(events) + NCCL_FACTS + list(windows)})
         self.events_nocase = list(events_nocase)
         self._fast = None
-        self._later = None
+        self._config = None
 
     def fast_events(self) -> literal_scan.LiteralSet | None:
-        """The event triggers as raw literals for the fast matcher (None when Hyperscan is not installed)."""
+        """The event triggers as raw literals for the fast matcher (None when Hyperscan is not installed). The
+        case-insensitive config words are reported once per scanned block: a config echo sits at the start of a
+        log (`fast_config` finds every one in a file's first block); later, `epoch 3 batch 120` on every line is
+        progress, not configuration."""
         if self._fast is None:
             if not literal_scan.available():
                 return None
-            self._fast = literal_scan.LiteralSet([t.encode() for t in self.pattern_text],
-                                                 [t.encode() for t in self.events_nocase], [NCCL_TRAIL_RAW])
+            self._fast = literal_scan.LiteralSet([t.encode() for t in self.pattern_text], [], [NCCL_TRAIL_RAW],
+                                                 once_nocase=[t.encode() for t in self.events_nocase])
         return self._fast
 
-    def fast_later(self) -> literal_scan.LiteralSet | None:
-        """fast_events for the blocks after a file's first: the case-insensitive config words (a config echo
-        sits at the start of a log; later, `epoch 3 batch 120` on every line is progress, not configuration) are
-        reported once per block, not on every line."""
-        if self._later is None:
+    def fast_config(self) -> literal_scan.LiteralSet | None:
+        """Every occurrence of the case-insensitive config words (for a file's first block)."""
+        if self._config is None:
             if not literal_scan.available():
                 return None
-            self._later = literal_scan.LiteralSet([t.encode() for t in self.pattern_text], [], [NCCL_TRAIL_RAW],
-                                                  once_nocase=[t.encode() for t in self.events_nocase])
-        return self._later
+            self._config = literal_scan.LiteralSet([], [t.encode() for t in self.events_nocase])
+        return self._config
 
     def long_line_flags(self, line) -> int | None:
         """Flags of a long `\\r`-joined line (bytes or a _Span) without normalising it: None when it may hold an
@@ -292,6 +292,17 @@ def _stream_id(line: bytes) -> bytes:
     return b""
 
 
+def _cap_key(key: bytes, line) -> tuple:
+    """What repeated error lines are counted by: their shape and the rank they come from (a launcher prefix with
+    digits names it; else the first `rank N` in the line)."""
+    head = line[:200]
+    sid = _stream_id(head)
+    if sid and not sid.isalpha():
+        return key, sid
+    m = _RANK_DIGITS_RE.search(head)
+    return key, sid, m and m.group(1)
+
+
 def _last_segment_with(line: bytes, needle: bytes, end: int | None = None) -> bytes | None:
     """The `\\r` segment containing the last occurrence of `needle` (before `end`), with a short line prefix kept."""
     pos = line.rfind(needle, 0, len(line) if end is None else end)
@@ -450,6 +461,7 @@ class LineScanner:
         self.info_seen: dict[bytes, int] = {}
         self.pending_info: dict[bytes, tuple] = {}
         self.pending_err: dict[tuple, tuple] = {}
+        self.capped_shapes: dict = {}  # shape key -> True (informational) or the capped (key, stream, rank) keys
         self.info_skipped = 0
         self.info_cap = INFO_CAP if not self.exact else None
         self.block_counts = False
@@ -494,7 +506,7 @@ class LineScanner:
         between are never split: their NCCL lines are counted with `bytes.count`, progress is sampled at byte
         strides, and the last progress/step line before each handed-over line is found by walking back a little."""
         fast = self.trig.fast_events()
-        later = self.trig.fast_later()
+        config = self.trig.fast_config()
         one = self._one
         done = 0        # lines finished before the current block
         foff = 0        # file offset of the current block's start
@@ -516,7 +528,16 @@ class LineScanner:
             pos, pos_line = start, done + 1
             self._count_nccl(buf, start, end)
             self.block_counts = True
-            ends = (fast if not foff else later).ends(memoryview(buf)[start:end])
+            view = memoryview(buf)[start:end]
+            ends = fast.ends(view)
+            if not foff:
+                ends = sorted(ends + config.ends(view))
+            n_lines = buf.count(b"\n", start, end)
+            if len(ends) * 4 > n_lines > 64:
+                yield from self._dense(buf, start, end, done + 1)
+                done += n_lines if (cont_next or buf[end - 1:end] == b"\n") else n_lines + 1
+                foff += end - start
+                continue
             le = -1
             for e in ends:
                 p = start + e - 1
@@ -548,6 +569,40 @@ class LineScanner:
             done += n if (cont_next or buf[end - 1:end] == b"\n") else n + 1
             foff += end - start
         return done
+
+    def _dense(self, buf: bytes, start: int, end: int, lineno: int):
+        """A block where triggers are everywhere (an error flood): every line through `_one`, except the lines of
+        a shape (and rank) already past its cap, which only become the latest of their kind, with a dict lookup."""
+        seg = buf[start:end]
+        lines = seg.split(b"\n")
+        keys = seg.translate(None, DELETE).split(b"\n")
+        if seg.endswith(b"\n"):
+            lines.pop()
+            keys.pop()
+        capped = self.capped_shapes
+        one = self._one
+        memo_get = self.trig.memo.get
+        for line, k in zip(lines, keys):
+            if memo_get(k) == 0 and lineno > self.window_end and lineno > self.frame_end:
+                lineno += 1
+                continue
+            c = capped.get(k)
+            if c is not None:
+                if c is True:
+                    self.pending_info[k] = (lineno, line)
+                    self.info_skipped += 1
+                    lineno += 1
+                    continue
+                ck = _cap_key(k, line)
+                if ck in c:
+                    self.pending_err[ck] = (lineno, line)
+                    self.info_skipped += 1
+                    lineno += 1
+                    continue
+            out = one(lineno, line if len(line) <= SPAN_MIN else _Span(line, 0, len(line)))
+            if out:
+                yield from out
+            lineno += 1
 
     def _region(self, buf: bytes, a: int, b: int, lineno: int, base: int, nl: int):
         """Lines buf[a:b] (whole lines, no trigger in them) starting at line `lineno`; `base` + offset = file
@@ -712,15 +767,18 @@ class LineScanner:
                 key = line.translate(None, DELETE) if len(line) <= KEY_MEMO_MAX else None
             if key is not None:
                 if f & (F_ERRLINE | F_WINDOW):
-                    head = line[:200]
-                    m = _RANK_DIGITS_RE.search(head)
-                    cap_key, cap, held = (key, _stream_id(head), m and m.group(1)), ERROR_CAP, self.pending_err
+                    cap_key, cap, held = _cap_key(key, line), ERROR_CAP, self.pending_err
                 else:
                     cap_key, cap, held = key, INFO_CAP, self.pending_info
                 n = self.info_seen.get(cap_key, 0)
                 if n >= cap:
                     held[cap_key] = (lineno, bytes(line) if type(line) is bytes else line.bytes())
                     self.info_skipped += 1
+                    if len(self.capped_shapes) < MEMO_CAP:
+                        if cap is INFO_CAP:
+                            self.capped_shapes[key] = True
+                        elif self.capped_shapes.get(key) is not True:
+                            self.capped_shapes.setdefault(key, set()).add(cap_key)
                     return None
                 if len(self.info_seen) < MEMO_CAP:
                     self.info_seen[cap_key] = n + 1
