@@ -44,7 +44,7 @@ MEMO_CAP = 200_000            # memo entries per process before it is cleared
 MAX_SAMPLES = 24              # sampled progress / step lines per file (plus the exact last ones)
 MIN_STRIDE = 8 * 1024
 ERROR_CAP = 256               # error lines of one shape and rank handed over per big file (then: the latest)
-INFO_CAP = 32                 # informational event lines of one shape handed over per big file (then: the latest)
+INFO_CAP = 4                  # informational event lines of one shape handed over per big file (then: the latest)
 SCAN_BLOCKS = True            # big files: whole-block Hyperscan scanning (False: every line judged on its own)
 SEGMENT_LEVEL = 8             # an event line with more `\r` segments than this is handed over segment by segment
 
@@ -562,6 +562,7 @@ class LineScanner:
                 foff += end - start
                 continue
             newlines = _newline_counter(buf, start, end)
+            capped = self.capped_shapes
             le = -1
             for e in ends:
                 p = start + e - 1
@@ -575,9 +576,15 @@ class LineScanner:
                 le = buf.find(b"\n", p, end)
                 if le < 0:
                     le = end
+                if capped and le - ls <= KEY_MEMO_MAX:
+                    k = buf[ls:le].translate(None, DELETE)
+                    if capped.get(k) is True:  # one more of a capped informational shape: it stays in the region
+                        self.pending_info[k] = (pos_line + newlines(pos, ls), buf[ls:le])
+                        self.info_skipped += 1
+                        continue
                 nl = newlines(pos, ls)
                 if ls > pos:
-                    yield from self._region(buf, pos, ls, pos_line, foff - start, nl)
+                    yield from self._region(buf, pos, ls, pos_line, foff - start, nl, newlines)
                 pos_line += nl
                 line = buf[ls:le] if le - ls <= SPAN_MIN else _Span(buf, ls, le)
                 out = one(pos_line, line)
@@ -590,7 +597,7 @@ class LineScanner:
             nl = 0
             if pos < end:
                 nl = newlines(pos, end)
-                yield from self._region(buf, pos, end, pos_line, foff - start, nl)
+                yield from self._region(buf, pos, end, pos_line, foff - start, nl, newlines)
             n = pos_line - (done + 1) + nl
             done += n if (cont_next or buf[end - 1:end] == b"\n") else n + 1
             foff += end - start
@@ -630,7 +637,7 @@ class LineScanner:
                 yield from out
             lineno += 1
 
-    def _region(self, buf: bytes, a: int, b: int, lineno: int, base: int, nl: int):
+    def _region(self, buf: bytes, a: int, b: int, lineno: int, base: int, nl: int, newlines):
         """Lines buf[a:b] (whole lines, no trigger in them) starting at line `lineno`; `base` + offset = file
         offset. Window lines go through `_one`; the rest is counted and sampled without splitting it."""
         reach = max(self.window_end, self.frame_end)
@@ -669,7 +676,7 @@ class LineScanner:
                         seg = _last_segment_with(line, b"%|")
                     if seg is not None:
                         self.steps_n += 1
-                        yield lineno + buf.count(b"\n", a, ls), _text(seg), True
+                        yield lineno + newlines(a, ls), _text(seg), True
                     found = True
                     break
                 ls = j + 1
@@ -678,7 +685,7 @@ class LineScanner:
             self.next_mark = max(self.next_mark + stride, base + m + 1)
         # the last progress and step line before the region's end: looked for only when needed (before the next
         # error line, before a progress line judged on its own, at the end), newest region first
-        self.unresolved.append((buf, a, b, lineno + nl - (1 if buf[b - 1:b] == b"\n" else 0)))
+        self.unresolved.append((buf, a, b, lineno + nl - (1 if buf[b - 1:b] == b"\n" else 0), newlines))
         if len(self.unresolved) > 16:
             self._resolve()
 
@@ -687,7 +694,7 @@ class LineScanner:
         in C) and the last step line (a few lines walked back, then the last HF log dict found in C) of the
         newest region that has one; older regions are not looked at once both are found."""
         need_bar = need_step = True
-        for buf, a, b, last in reversed(self.unresolved):
+        for buf, a, b, last, newlines in reversed(self.unresolved):
             if need_bar:
                 i = buf.rfind(b"%|", a, b)
                 if i >= 0:
@@ -697,16 +704,16 @@ class LineScanner:
                     le = b if le < 0 else le
                     line = buf[ls:le] if le - ls <= SPAN_MIN else _Span(buf, ls, le)
                     if self._quiet_flags(line) & F_BAR:
-                        self.pending_bar[_stream_id(line[:64])] = (last - buf.count(b"\n", le + 1, b),
+                        self.pending_bar[_stream_id(line[:64])] = (last - newlines(min(le + 1, b), b),
                                                                     _Ready(_last_segment_with(line, b"%|")))
                         need_bar = False
             if need_step:
-                need_step = not self._last_step(buf, a, b, last)
+                need_step = not self._last_step(buf, a, b, last, newlines)
             if not (need_bar or need_step):
                 break
         self.unresolved.clear()
 
-    def _last_step(self, buf: bytes, a: int, b: int, last: int) -> bool:
+    def _last_step(self, buf: bytes, a: int, b: int, last: int, newlines) -> bool:
         j = b - 1 if buf[b - 1:b] == b"\n" else b
         ln = last
         for _ in range(REGION_WALK):
@@ -731,7 +738,7 @@ class LineScanner:
             line = buf[ls:le]
             f = self._quiet_flags(line)
             if f & F_STEP and not f & F_BAR:
-                self.pending_step[_stream_id(line[:64])] = (last - buf.count(b"\n", le + 1, b), _Ready(
+                self.pending_step[_stream_id(line[:64])] = (last - newlines(min(le + 1, b), b), _Ready(
                     self.step_segment(line)))
                 return True
         return False
