@@ -41,7 +41,7 @@ LONG_LINE = 8 << 20           # a line with neither `\n` nor `\r` is cut after t
 KEY_MEMO_MAX = 4096           # keys longer than this are not memoised
 SPAN_MIN = 64 * 1024          # lines longer than this are not copied out of their block (see _Span)
 MEMO_CAP = 200_000            # memo entries per process before it is cleared
-MAX_SAMPLES = 24              # sampled progress / step lines per file (plus the exact last ones)
+MAX_SAMPLES = 16              # sampled progress / step lines per file (plus the exact last ones)
 MIN_STRIDE = 8 * 1024
 ERROR_CAP = 256               # error lines of one shape and rank handed over per big file (then: the latest)
 INFO_CAP = 4                  # informational event lines of one shape handed over per big file (then: the latest)
@@ -55,6 +55,7 @@ F_WINDOW = 256
 F_ERRLINE = 1024  # an event trigger of an error-level format: the last progress line before it is handed over too
 F_EXCWORD = 512  # only a weak trigger (`Warning`): a line that matters only inside an open traceback
 FRAME_REACH = 62  # lines after a traceback frame where a weak-trigger line can still close it (textlog.MAX_OPEN_GAP)
+STRIDE_WALK = 16   # lines looked at after a stride mark for a progress/step line to sample
 REGION_WALK = 6    # lines walked back from the end of a skipped region for its last step line
 NCCL_COUNT_HEAD = 256 * 1024  # block mode counts NCCL INFO lines in the first this many bytes of a file
 NCCL_COUNT_NEEDLES = ((0, b"NCCL INFO Channel"), (1, b"NCCL INFO Ring"), (2, b"NCCL INFO Tree"))
@@ -663,7 +664,7 @@ class LineScanner:
             ls = a if ls == 0 else ls
             walked = 0
             found = False
-            while walked < 64 and ls < b:
+            while walked < STRIDE_WALK and ls < b:
                 walked += 1
                 j = buf.find(b"\n", ls, b)
                 j = b if j < 0 else j
@@ -680,7 +681,7 @@ class LineScanner:
                     found = True
                     break
                 ls = j + 1
-            if not found and walked < 64:
+            if not found and walked < STRIDE_WALK:
                 break  # the region ended: the next one serves this mark
             self.next_mark = max(self.next_mark + stride, base + m + 1)
         # the last progress and step line before the region's end: looked for only when needed (before the next
