@@ -121,10 +121,10 @@ def _tree_rss(root_pid: int) -> int:
     return total
 
 
-def run_measured(cmd: list[str], stdout=subprocess.DEVNULL) -> dict:
+def run_measured(cmd: list[str], stdout=subprocess.DEVNULL, cwd: str | None = None) -> dict:
     """Wall time, exit code, max single-process RSS (wait4) and peak summed tree RSS of a command."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, cwd=cwd)
     peak = [0]
     done = threading.Event()
 
@@ -225,7 +225,8 @@ def _stats(values: list[float]) -> tuple[float, float]:
     return v[0], v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
 
 
-def measure_mix_row(spec: str, seed: int, workdir: str, repeats: int, keep: bool) -> dict:
+def measure_mix_row(spec: str, seed: int, workdir: str, repeats: int, keep: bool, code: str | None = None,
+                    html: bool = True) -> dict:
     """One MIX:RANKS:SIZE tree: grep (8 triggers), analyze --format json, analyze -o report.html, interleaved
     `repeats` times on the page-cached tree; min and median of each, peak RSS, the verdict and its JSON size."""
     mix, ranks, size = spec.split(":")
@@ -241,12 +242,14 @@ def measure_mix_row(spec: str, seed: int, workdir: str, repeats: int, keep: bool
     out_html = os.path.join(workdir, "report.html")
     try:
         warm(tree)
-        runs: dict[str, list[dict]] = {"grep": [], "json": [], "html": []}
+        runs: dict[str, list[dict]] = {"grep": [], "json": [], "html": []} if html else {"grep": [], "json": []}
         for _ in range(repeats):
             with tempfile.TemporaryFile() as out:
                 runs["grep"].append(run_measured(["grep", "-c", "-E", pattern, "-r", tree], stdout=out))
             for fmt, cmd in (("json", ["--format", "json", "-o", out_json]), ("html", ["-o", out_html])):
-                a = run_measured([sys.executable, "-m", "postmortem.cli", "analyze", tree, *cmd, "--quiet"])
+                if fmt not in runs:
+                    continue
+                a = run_measured([sys.executable, "-m", "postmortem.cli", "analyze", tree, *cmd, "--quiet"], cwd=code)
                 if a["rc"] != 0:
                     raise RuntimeError(f"analyze failed (rc {a['rc']}): {a['stderr']}")
                 runs[fmt].append(a)
@@ -258,7 +261,8 @@ def measure_mix_row(spec: str, seed: int, workdir: str, repeats: int, keep: bool
             row[k + "_s"] = _stats([r["wall_s"] for r in rs])
             row[k + "_rss_mb"] = max(r["max_rss_mb"] for r in rs)
             row[k + "_tree_rss_mb"] = max(r["tree_rss_mb"] for r in rs)
-        ratios = {k: sorted(a["wall_s"] / g["wall_s"] for a, g in zip(runs[k], runs["grep"])) for k in ("json", "html")}
+        ratios = {k: sorted(a["wall_s"] / g["wall_s"] for a, g in zip(runs[k], runs["grep"]))
+                  for k in ("json", "html") if k in runs}
         for k, rs in ratios.items():
             row[k + "_ratio"] = _stats(rs)
         row.update({"json_bytes": len(text.encode()),
@@ -278,14 +282,23 @@ def mix_table(rows: list[dict]) -> str:
     for r in rows:
         v = r["verdict"]
         verdict = (f"{v['category']}/{v['phase']} {v['culprit_ranks']} {v['confidence']}"
-                   + (" ✓" if r["planted_found"] else " ✗"))
+                   + (" ✓" if r["planted_found"] else " ✗")
+                   + ("" if "verdict_unchanged" not in r else " same as before" if r["verdict_unchanged"]
+                      else " CHANGED"))
+        html = (f"{r['html_s'][1]:.2f} | {r['html_ratio'][0]:.1f}x / {r['html_ratio'][1]:.1f}x"
+                if "html_s" in r else "- | -")
         out.append(f"| {r['mix']} | {r['ranks']} | {r['bytes'] / 2**30:.2f} GiB | {r['files']} | "
                    f"{r['grep_s'][0]:.2f} / {r['grep_s'][1]:.2f} | {r['json_s'][1]:.2f} | "
-                   f"{r['json_ratio'][0]:.1f}x / {r['json_ratio'][1]:.1f}x | {r['html_s'][1]:.2f} | "
-                   f"{r['html_ratio'][0]:.1f}x / {r['html_ratio'][1]:.1f}x | "
-                   f"{r['json_rss_mb']:.0f} / {r['html_rss_mb']:.0f} | {r['json_tree_rss_mb']:.0f} | {r['json_bytes']} | "
-                   f"{verdict} |")
-    return head + "\n".join(out) + "\n"
+                   f"{r['json_ratio'][0]:.1f}x / {r['json_ratio'][1]:.1f}x | {html} | "
+                   f"{r['json_rss_mb']:.0f} / {r.get('html_rss_mb', 0):.0f} | {r['json_tree_rss_mb']:.0f} | "
+                   f"{r['json_bytes']} | {verdict} |")
+    by = {r["spec"]: r for r in rows}
+    small, big = by.get("realistic:512:1GiB"), by.get("realistic:512:4GiB")
+    tail = ""
+    if small and big:
+        tail = (f"\nRSS growth from 1 to 4 GiB (realistic, 512 ranks, largest process): {small['json_rss_mb']:.0f} → "
+                f"{big['json_rss_mb']:.0f} MB ({100 * (big['json_rss_mb'] / small['json_rss_mb'] - 1):+.0f} %)\n")
+    return head + "\n".join(out) + "\n" + tail
 
 
 def table(rows: list[dict]) -> str:
@@ -319,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="line-mix trees (mix_tree.py) instead of the scaling table; no value: " + " ".join(DEFAULT_MIX_ROWS))
     ap.add_argument("--verdicts", help="with --mix: a JSON file of verdicts per tree; compared when it exists, "
                                        "written when it does not")
+    ap.add_argument("--code", help="with --mix: run analyze from this source checkout (e.g. the code before a change)")
+    ap.add_argument("--no-html", action="store_true", help="with --mix: skip the -o report.html runs")
     args = ap.parse_args(argv)
     workdir = args.workdir or tempfile.mkdtemp(prefix="pm-bench-")
     os.makedirs(workdir, exist_ok=True)
@@ -368,13 +383,18 @@ def main_mix(args, workdir: str) -> int:
         if shutil.disk_usage(workdir).free < size * 1.1:
             print(f"skip {spec}: not enough free space in {workdir}", flush=True)
             continue
-        row = measure_mix_row(spec, args.seed, workdir, args.repeats, args.keep)
+        try:
+            row = measure_mix_row(spec, args.seed, workdir, args.repeats, args.keep, args.code, not args.no_html)
+        except Exception as exc:  # noqa: BLE001 - one failing tree must not lose the others' numbers
+            print(f"{spec}: failed: {exc}", flush=True)
+            continue
         if before is not None and spec in before:
             row["verdict_unchanged"] = before[spec] == row["verdict"]
         rows.append(row)
         print(f"{spec}: grep {row['grep_s'][1]:.2f}s json {row['json_s'][1]:.2f}s ({row['json_ratio'][1]:.1f}x) "
-              f"html {row['html_s'][1]:.2f}s ({row['html_ratio'][1]:.1f}x) rss {row['json_rss_mb']:.0f}/"
-              f"{row['html_rss_mb']:.0f} MB json {row['json_bytes']} B verdict {row['verdict']}"
+              + (f"html {row['html_s'][1]:.2f}s ({row['html_ratio'][1]:.1f}x) " if "html_s" in row else "")
+              + f"rss {row['json_rss_mb']:.0f}/{row.get('html_rss_mb', 0):.0f} MB json {row['json_bytes']} B "
+              f"verdict {row['verdict']}"
               + ("" if "verdict_unchanged" not in row else f" unchanged={row['verdict_unchanged']}"), flush=True)
     print()
     print(mix_table(rows))
