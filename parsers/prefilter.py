@@ -55,6 +55,7 @@ F_WINDOW = 256
 F_ERRLINE = 1024  # an event trigger of an error-level format: the last progress line before it is handed over too
 F_EXCWORD = 512  # only a weak trigger (`Warning`): a line that matters only inside an open traceback
 FRAME_REACH = 62  # lines after a traceback frame where a weak-trigger line can still close it (textlog.MAX_OPEN_GAP)
+RESOLVE_REACH = 1 << 20  # bytes before an error line (or the end) searched for the last progress/step line
 STRIDE_WALK = 16   # lines looked at after a stride mark for a progress/step line to sample
 REGION_WALK = 6    # lines walked back from the end of a skipped region for its last step line
 NCCL_COUNT_HEAD = 256 * 1024  # block mode counts NCCL INFO lines in the first this many bytes of a file
@@ -695,7 +696,17 @@ class LineScanner:
         in C) and the last step line (a few lines walked back, then the last HF log dict found in C) of the
         newest region that has one; older regions are not looked at once both are found."""
         need_bar = need_step = True
+        reach = RESOLVE_REACH  # bytes looked through, newest first: a log without bars is not searched whole
         for buf, a, b, last, newlines in reversed(self.unresolved):
+            if reach <= 0:
+                break
+            a0, a = a, max(a, b - reach)
+            reach -= b - a
+            if a > a0:  # cut inside a line: start at the next line or redraw
+                k = buf.find(b"\n", a, b)
+                r = buf.find(b"\r", a, b if k < 0 else k)
+                k = r if r >= 0 else k
+                a = b if k < 0 else k + 1
             if need_bar:
                 i = buf.rfind(b"%|", a, b)
                 if i >= 0:
