@@ -39,6 +39,7 @@ SUMMARY_MIN_BYTES = 256 * 1024  # smaller files: every progress/step/NCCL line i
 CHUNK = 1 << 20
 LONG_LINE = 8 << 20           # a line with neither `\n` nor `\r` is cut after this many bytes
 KEY_MEMO_MAX = 4096           # keys longer than this are not memoised
+HEAD_BYTES = 128 * 1024       # head_lines splits this much in C when the lines it wants lie within
 SPAN_MIN = 64 * 1024          # lines longer than this are not copied out of their block (see _Span)
 MEMO_CAP = 200_000            # memo entries per process before it is cleared
 MAX_SAMPLES = 16              # sampled progress / step lines per file (plus the exact last ones)
@@ -372,6 +373,12 @@ class LineScanner:
         if not self._pushback:
             self._pushback = self._read()
         buf, pos, out = self._pushback, 0, []
+        head = buf[:HEAD_BYTES]
+        parts = head.split(b"\n", n)
+        if len(parts) > n or len(head) == len(buf):  # n whole lines (or the whole file) in the head: split in C
+            parts = parts[:n]
+            clean = textio.clean
+            return [clean(_decode(p[:1024])) for p in parts]
         for _ in range(n):  # no split of the whole block: a head line can be a megabyte of progress redraws
             j = buf.find(b"\n", pos)
             end = len(buf) if j < 0 else j
