@@ -58,7 +58,8 @@ F_EXCWORD = 512  # only a weak trigger (`Warning`): a line that matters only ins
 FRAME_REACH = 62  # lines after a traceback frame where a weak-trigger line can still close it (textlog.MAX_OPEN_GAP)
 RESOLVE_REACH = 1 << 20  # bytes before an error line (or the end) searched for the last progress/step line
 STRIDE_WALK = 16   # lines looked at after a stride mark for a progress/step line to sample
-REGION_WALK = 6    # lines walked back from the end of a skipped region for its last step line
+REGION_WALK = 64   # lines walked back from the end of a skipped region for its last step line
+CONFIG_HEAD = 64 * 1024      # bytes at a big file's start where every case-insensitive config word is reported
 NCCL_COUNT_HEAD = 256 * 1024  # block mode counts NCCL INFO lines in the first this many bytes of a file
 NCCL_COUNT_NEEDLES = ((0, b"NCCL INFO Channel"), (1, b"NCCL INFO Ring"), (2, b"NCCL INFO Tree"))
 NCCL_KINDS = ((F_NCCL_CHANNEL, "channel"), (F_NCCL_RING, "ring"), (F_NCCL_TREES, "trees"), (F_NCCL_OTHER, "other"))
@@ -113,7 +114,7 @@ class Triggers:
     def fast_events(self) -> literal_scan.LiteralSet | None:
         """The event triggers as raw literals for the fast matcher (None when Hyperscan is not installed). The
         case-insensitive config words are reported once per scanned block: a config echo sits at the start of a
-        log (`fast_config` finds every one in a file's first block); later, `epoch 3 batch 120` on every line is
+        log (`fast_config` finds every one in a file's first 64 KiB); later, `epoch 3 batch 120` on every line is
         progress, not configuration."""
         if self._fast is None:
             if not literal_scan.available():
@@ -123,7 +124,7 @@ class Triggers:
         return self._fast
 
     def fast_config(self) -> literal_scan.LiteralSet | None:
-        """Every occurrence of the case-insensitive config words (for a file's first block)."""
+        """Every occurrence of the case-insensitive config words (for a file's head)."""
         if self._config is None:
             if not literal_scan.available():
                 return None
@@ -480,7 +481,7 @@ class LineScanner:
         trig = self.trig
         self.long_fast = not self.exact and trig.fast_events() is not None
         self.pending_bar: dict[bytes, tuple] = {}
-        self.pending_step: dict[bytes, tuple] = {}
+        self.pending_step: dict[tuple, tuple] = {}  # (stream, shape) -> the last step line of that shape
         self.bar_seen = self.step_seen = self.next_bar = self.next_step = 0
         self.window_end = self.frame_end = 0
         self.counts = [0, 0, 0, 0]
@@ -562,8 +563,8 @@ class LineScanner:
             self.block_counts = True
             view = memoryview(buf)[start:end]
             ends = fast.ends(view)
-            if not foff:
-                ends = sorted(ends + config.ends(view))
+            if not foff:  # every config word in a file's head (its config echoes)
+                ends = sorted(ends + config.ends(view[:CONFIG_HEAD]))
             if len(ends) * 100 > end - start > 8192:  # a trigger every 100 bytes or more often
                 n_lines = buf.count(b"\n", start, end)
                 yield from self._dense(buf, start, end, done + 1)
@@ -733,10 +734,13 @@ class LineScanner:
         self.unresolved.clear()
 
     def _last_step(self, buf: bytes, a: int, b: int, last: int, newlines) -> bool:
+        """The last step line of each shape (up to 3: `step N loss`, `epoch E batch B`, ...) among the last lines
+        of a region, else its last HF log dict; True when one was found."""
         j = b - 1 if buf[b - 1:b] == b"\n" else b
         ln = last
+        shapes: set = set()
         for _ in range(REGION_WALK):
-            if j < a:
+            if j < a or len(shapes) >= 3:
                 break
             i = buf.rfind(b"\n", a, j) + 1
             i = a if i == 0 else i
@@ -744,10 +748,14 @@ class LineScanner:
                 line = buf[i:j] if j - i <= SPAN_MIN else _Span(buf, i, j)
                 f = self._quiet_flags(line)
                 if f & F_STEP and not f & F_BAR:
-                    self.pending_step[_stream_id(line[:64])] = (ln, _Ready(self.step_segment(
-                        line if type(line) is bytes else line.bytes())))
-                    return True
+                    k = (_stream_id(line[:64]), line[:200].translate(None, DELETE))
+                    if k not in shapes:
+                        shapes.add(k)
+                        self.pending_step[k] = (ln, _Ready(self.step_segment(
+                            line if type(line) is bytes else line.bytes())))
             j, ln = i - 1, ln - 1
+        if shapes:
+            return True
         i = buf.rfind(b"{'", a, j + 1 if j >= a else a)
         if i >= 0:
             ls = buf.rfind(b"\n", a, i) + 1
@@ -757,8 +765,8 @@ class LineScanner:
             line = buf[ls:le]
             f = self._quiet_flags(line)
             if f & F_STEP and not f & F_BAR:
-                self.pending_step[_stream_id(line[:64])] = (last - newlines(min(le + 1, b), b), _Ready(
-                    self.step_segment(line)))
+                self.pending_step[(_stream_id(line[:64]), line[:200].translate(None, DELETE))] = (
+                    last - newlines(min(le + 1, b), b), _Ready(self.step_segment(line)))
                 return True
         return False
 
@@ -870,8 +878,8 @@ class LineScanner:
             if f & F_ERRLINE:
                 if sid in pending_bar:
                     due.append(pending_bar.pop(sid))
-                if sid in pending_step:
-                    due.append(pending_step.pop(sid))
+                for k in [k for k in pending_step if k[0] == sid]:
+                    due.append(pending_step.pop(k))
             for ln, lazy in sorted(due, key=lambda t: t[0]):
                 text = lazy.text()
                 if text is not None:
@@ -912,14 +920,15 @@ class LineScanner:
             self.steps_n += 1
             self.step_seen += len(line)
             lazy = _Lazy(line, None, self)
+            k = (sid, key[:200] if key is not None else None)
             if self.step_seen > self.next_step:
                 self.next_step = self.step_seen + stride
                 text = lazy.text()
                 if text is not None:
                     out.append((lineno, text, True))
-                self.pending_step.pop(sid, None)
+                self.pending_step.pop(k, None)
             else:
-                self.pending_step[sid] = (lineno, lazy)
+                self.pending_step[k] = (lineno, lazy)
         return out
 
     # -- helpers that run only for the few lines handed over
