@@ -67,9 +67,9 @@ GLUE_SPLIT_RE = regex.compile(
 MAX_OPEN_GAP = 60          # lines without a frame after which an open traceback is closed
 MAX_FRAMES = 200           # frames kept per traceback (innermost kept)
 MAX_EVENTS_PER_KIND = 256  # per source, kind and rank: repeated lines beyond this are counted, the last one kept
-MAX_TRACEBACKS_PER_SIGNATURE = 64  # per source and (exception type, innermost user frame): the rest counted, the
+MAX_TRACEBACKS_PER_SIGNATURE = 16  # per source and (exception type, innermost user frame): the rest counted, the
                                    # last one kept (so the first and the last of a repeated failure are exact)
-MAX_TRACEBACKS = 512               # per source, whatever their signatures (beyond: the last of each signature)
+MAX_TRACEBACKS = 256               # per source, whatever their signatures (beyond: the last of each signature)
 SCHEME_SAMPLE = 400
 # What the bytes prefilter (parsers/prefilter.py) needs to know about this parser: a line that can yield a row
 # contains a format trigger (parsers.formats) or one of these; the rest is skipped unread.
