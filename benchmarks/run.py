@@ -36,8 +36,15 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 import make_tree  # noqa: E402
+import mix_tree  # noqa: E402
 
 DEFAULT_ROWS = ["128:1GiB", "512:1GiB", "2048:1GiB", "512:256MiB", "512:4GiB"]
+# MIX:RANKS:SIZE (mix_tree.py): every line mix at 512 ranks / 1 GiB, the error flood, many ranks, and 4 GiB
+DEFAULT_MIX_ROWS = ["realistic:512:1GiB", "nccl:512:1GiB", "redraw:512:1GiB", "hfdict:512:1GiB", "warning:512:1GiB",
+                    "short:512:1GiB", "errors:64:120MiB", "realistic:2048:4GiB", "realistic:512:4GiB"]
+# The issue's yardstick: `grep -c -E` of eight error triggers (what a person greps a failed job's logs for).
+GREP8 = ["Traceback", "Error", "out of memory", "Watchdog caught", "NCCL WARN", "Killed", "Segmentation fault",
+         "timed out"]
 
 
 def trigger_set() -> list[str]:
@@ -114,10 +121,10 @@ def _tree_rss(root_pid: int) -> int:
     return total
 
 
-def run_measured(cmd: list[str], stdout=subprocess.DEVNULL) -> dict:
+def run_measured(cmd: list[str], stdout=subprocess.DEVNULL, cwd: str | None = None) -> dict:
     """Wall time, exit code, max single-process RSS (wait4) and peak summed tree RSS of a command."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, cwd=cwd)
     peak = [0]
     done = threading.Event()
 
@@ -213,6 +220,87 @@ def measure_row(ranks: int, size: int, seed: int, workdir: str, pattern: str, re
     return row
 
 
+def _stats(values: list[float]) -> tuple[float, float]:
+    v = sorted(values)
+    return v[0], v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+
+
+def measure_mix_row(spec: str, seed: int, workdir: str, repeats: int, keep: bool, code: str | None = None,
+                    html: bool = True) -> dict:
+    """One MIX:RANKS:SIZE tree: grep (8 triggers), analyze --format json, analyze -o report.html, interleaved
+    `repeats` times on the page-cached tree; min and median of each, peak RSS, the verdict and its JSON size."""
+    mix, ranks, size = spec.split(":")
+    ranks, size = int(ranks), make_tree.parse_size(size)
+    tree = os.path.join(workdir, f"mix_{mix}_{ranks}r_{size >> 20}MiB_s{seed}")
+    if os.path.exists(tree):
+        shutil.rmtree(tree)
+    manifest = mix_tree.make_mix_tree(tree, mix, ranks, size, seed)
+    row = {"spec": spec, "mix": mix, "ranks": ranks, "bytes": manifest["bytes"], "files": manifest["files"],
+           "expected": manifest["expected"]}
+    pattern = grep_pattern(GREP8)
+    out_json = os.path.join(workdir, "out.json")
+    out_html = os.path.join(workdir, "report.html")
+    try:
+        warm(tree)
+        runs: dict[str, list[dict]] = {"grep": [], "json": [], "html": []} if html else {"grep": [], "json": []}
+        for _ in range(repeats):
+            with tempfile.TemporaryFile() as out:
+                runs["grep"].append(run_measured(["grep", "-c", "-E", pattern, "-r", tree], stdout=out))
+            for fmt, cmd in (("json", ["--format", "json", "-o", out_json]), ("html", ["-o", out_html])):
+                if fmt not in runs:
+                    continue
+                a = run_measured([sys.executable, "-m", "postmortem.cli", "analyze", tree, *cmd, "--quiet"], cwd=code)
+                if a["rc"] != 0:
+                    raise RuntimeError(f"analyze failed (rc {a['rc']}): {a['stderr']}")
+                runs[fmt].append(a)
+        with open(out_json, encoding="utf-8") as fh:
+            text = fh.read()
+        v = json.loads(text).get("verdict") or {}
+        exp = manifest["expected"]
+        for k, rs in runs.items():
+            row[k + "_s"] = _stats([r["wall_s"] for r in rs])
+            row[k + "_rss_mb"] = max(r["max_rss_mb"] for r in rs)
+            row[k + "_tree_rss_mb"] = max(r["tree_rss_mb"] for r in rs)
+        ratios = {k: sorted(a["wall_s"] / g["wall_s"] for a, g in zip(runs[k], runs["grep"]))
+                  for k in ("json", "html") if k in runs}
+        for k, rs in ratios.items():
+            row[k + "_ratio"] = _stats(rs)
+        row.update({"json_bytes": len(text.encode()),
+                    "verdict": {k: v.get(k) for k in ("category", "phase", "culprit_ranks", "confidence")},
+                    "planted_found": v.get("category") == exp["category"] and v.get("culprit_ranks") == exp["culprit_ranks"]})
+    finally:
+        if not keep:
+            shutil.rmtree(tree, ignore_errors=True)
+    return row
+
+
+def mix_table(rows: list[dict]) -> str:
+    head = ("| mix | ranks | size | files | grep s (min / med) | JSON s | ÷ grep (min / med) | HTML s | ÷ grep (min / med) "
+            "| peak RSS MB JSON / HTML (largest process) | whole tree MB | JSON bytes | verdict |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+    out = []
+    for r in rows:
+        v = r["verdict"]
+        verdict = (f"{v['category']}/{v['phase']} {v['culprit_ranks']} {v['confidence']}"
+                   + (" ✓" if r["planted_found"] else " ✗")
+                   + ("" if "verdict_unchanged" not in r else " same as before" if r["verdict_unchanged"]
+                      else " CHANGED"))
+        html = (f"{r['html_s'][1]:.2f} | {r['html_ratio'][0]:.1f}x / {r['html_ratio'][1]:.1f}x"
+                if "html_s" in r else "- | -")
+        out.append(f"| {r['mix']} | {r['ranks']} | {r['bytes'] / 2**30:.2f} GiB | {r['files']} | "
+                   f"{r['grep_s'][0]:.2f} / {r['grep_s'][1]:.2f} | {r['json_s'][1]:.2f} | "
+                   f"{r['json_ratio'][0]:.1f}x / {r['json_ratio'][1]:.1f}x | {html} | "
+                   f"{r['json_rss_mb']:.0f} / {r.get('html_rss_mb', 0):.0f} | {r['json_tree_rss_mb']:.0f} | "
+                   f"{r['json_bytes']} | {verdict} |")
+    by = {r["spec"]: r for r in rows}
+    small, big = by.get("realistic:512:1GiB"), by.get("realistic:512:4GiB")
+    tail = ""
+    if small and big:
+        tail = (f"\nRSS growth from 1 to 4 GiB (realistic, 512 ranks, largest process): {small['json_rss_mb']:.0f} → "
+                f"{big['json_rss_mb']:.0f} MB ({100 * (big['json_rss_mb'] / small['json_rss_mb'] - 1):+.0f} %)\n")
+    return head + "\n".join(out) + "\n" + tail
+
+
 def table(rows: list[dict]) -> str:
     head = ("| ranks | size | files | grep s | Python line loop s | analyze s | ratio | CPU s grep / analyze | peak RSS "
             "MB (largest process / whole tree) | verdict | grep s, wide set (ratio) |\n"
@@ -240,9 +328,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", default=None, help="where trees are built (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the trees")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--mix", nargs="*", default=None, metavar="MIX:RANKS:SIZE",
+                    help="line-mix trees (mix_tree.py) instead of the scaling table; no value: " + " ".join(DEFAULT_MIX_ROWS))
+    ap.add_argument("--verdicts", help="with --mix: a JSON file of verdicts per tree; compared when it exists, "
+                                       "written when it does not")
+    ap.add_argument("--code", help="with --mix: run analyze from this source checkout (e.g. the code before a change)")
+    ap.add_argument("--no-html", action="store_true", help="with --mix: skip the -o report.html runs")
     args = ap.parse_args(argv)
     workdir = args.workdir or tempfile.mkdtemp(prefix="pm-bench-")
     os.makedirs(workdir, exist_ok=True)
+    if args.mix is not None:
+        return main_mix(args, workdir)
     pattern = grep_pattern(trigger_set())
     wide_pattern = grep_pattern(wide_trigger_set())
     info = machine()
@@ -271,6 +367,46 @@ def main(argv: list[str] | None = None) -> int:
     if not args.workdir and not args.keep:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0
+
+
+def main_mix(args, workdir: str) -> int:
+    info = machine()
+    print(f"machine: {info['cpu']}, {info['cores']} cores, {info['mem_gib']} GiB, Python {info['python']}, "
+          f"{info['grep']}, load {info['load_before']}; grep -c -E of {len(GREP8)} triggers", flush=True)
+    before = None
+    if args.verdicts and os.path.exists(args.verdicts):
+        with open(args.verdicts) as fh:
+            before = json.load(fh)
+    rows = []
+    for spec in args.mix or DEFAULT_MIX_ROWS:
+        size = make_tree.parse_size(spec.split(":")[2])
+        if shutil.disk_usage(workdir).free < size * 1.1:
+            print(f"skip {spec}: not enough free space in {workdir}", flush=True)
+            continue
+        try:
+            row = measure_mix_row(spec, args.seed, workdir, args.repeats, args.keep, args.code, not args.no_html)
+        except Exception as exc:  # noqa: BLE001 - one failing tree must not lose the others' numbers
+            print(f"{spec}: failed: {exc}", flush=True)
+            continue
+        if before is not None and spec in before:
+            row["verdict_unchanged"] = before[spec] == row["verdict"]
+        rows.append(row)
+        print(f"{spec}: grep {row['grep_s'][1]:.2f}s json {row['json_s'][1]:.2f}s ({row['json_ratio'][1]:.1f}x) "
+              + (f"html {row['html_s'][1]:.2f}s ({row['html_ratio'][1]:.1f}x) " if "html_s" in row else "")
+              + f"rss {row['json_rss_mb']:.0f}/{row.get('html_rss_mb', 0):.0f} MB json {row['json_bytes']} B "
+              f"verdict {row['verdict']}"
+              + ("" if "verdict_unchanged" not in row else f" unchanged={row['verdict_unchanged']}"), flush=True)
+    print()
+    print(mix_table(rows))
+    if args.verdicts and before is None:
+        with open(args.verdicts, "w") as fh:
+            json.dump({r["spec"]: r["verdict"] for r in rows}, fh, indent=1)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"machine": info, "rows": rows, "grep_triggers": GREP8}, fh, indent=2)
+    if not args.workdir and not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0 if all(r["planted_found"] and r.get("verdict_unchanged", True) for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -23,10 +23,21 @@ def available() -> bool:
     return _hs is not None
 
 
+def _compiled(exprs: list[bytes], flags: list[int]):
+    """A block-mode database for the expressions. (A serialized copy loaded with hyperscan.loadb reported fewer
+    matches than the compiled one in python-hyperscan 0.9.1, so it is compiled in every process.)"""
+    db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+    db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
+    return db
+
+
 class LiteralSet:
     """A compiled set of literals (some case-insensitive) and extra byte regexes; `search(data)` says if any occurs."""
 
-    def __init__(self, literals: list[bytes], literals_nocase: list[bytes] = (), regexes: list[bytes] = ()):
+    def __init__(self, literals: list[bytes], literals_nocase: list[bytes] = (), regexes: list[bytes] = (),
+                 once_nocase: list[bytes] = ()):
+        """`once_nocase`: case-insensitive literals reported once per scanned block at most (weak words whose
+        every occurrence need not be seen)."""
         if _hs is None:
             raise RuntimeError("hyperscan is not installed")
         exprs, flags = [], []
@@ -41,12 +52,12 @@ class LiteralSet:
         for rx in regexes:
             exprs.append(rx)
             flags.append(0)
+        for lit in sorted(set(once_nocase)):
+            if lit:
+                exprs.append(re.escape(lit))
+                flags.append(_hs.HS_FLAG_CASELESS | _hs.HS_FLAG_SINGLEMATCH)
         self.size = len(exprs)
-        self._db = None
-        if exprs:
-            db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-            db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
-            self._db = db
+        self._db = _compiled(exprs, flags) if exprs else None
 
     def search(self, data: bytes) -> bool:
         """True if some literal (or regex) occurs in `data`; stops at the first match."""
@@ -64,3 +75,20 @@ class LiteralSet:
         except _hs.error:  # scanning can only fail on resources; say "maybe" so the caller looks closer
             return True
         return bool(found)
+
+    def ends(self, data) -> list[int]:
+        """End offsets of every match in `data` (bytes or a memoryview), in order: where the literals occur, so
+        that the caller touches only the lines around them."""
+        if self._db is None or not len(data):
+            return []
+        found: list[int] = []
+        add = found.append
+
+        def on_match(_id, _start, end, _flags, _ctx):
+            add(end)
+        try:
+            self._db.scan(data, match_event_handler=on_match)
+        except _hs.error:  # resources: the caller treats the data as one big hit
+            return [len(data)]
+        return found
+

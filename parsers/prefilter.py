@@ -26,6 +26,11 @@ import os
 import re
 from typing import Iterator
 
+try:  # numpy finds a block's line breaks several times faster than bytes.count (optional: pandas brings it)
+    import numpy as _np
+except ImportError:  # pragma: no cover
+    _np = None
+
 from parsers import literal_scan
 from parsers.formats import trigger_regex
 from postmortem import textio
@@ -34,25 +39,41 @@ SUMMARY_MIN_BYTES = 256 * 1024  # smaller files: every progress/step/NCCL line i
 CHUNK = 1 << 20
 LONG_LINE = 8 << 20           # a line with neither `\n` nor `\r` is cut after this many bytes
 KEY_MEMO_MAX = 4096           # keys longer than this are not memoised
+HEAD_BYTES = 128 * 1024       # head_lines splits this much in C when the lines it wants lie within
 SPAN_MIN = 64 * 1024          # lines longer than this are not copied out of their block (see _Span)
 MEMO_CAP = 200_000            # memo entries per process before it is cleared
-MAX_SAMPLES = 24              # sampled progress / step lines per file (plus the exact last ones)
+MAX_SAMPLES = 16              # sampled progress / step lines per file (plus the exact last ones)
 MIN_STRIDE = 8 * 1024
+ERROR_CAP = 64                # error lines of one shape and rank handed over per big file (then: the latest)
+INFO_CAP = 4                  # informational event lines of one shape handed over per big file (then: the latest)
+SCAN_BLOCKS = True            # big files: whole-block Hyperscan scanning (False: every line judged on its own)
 SEGMENT_LEVEL = 8             # an event line with more `\r` segments than this is handed over segment by segment
 
 F_EVENT, F_BAR, F_STEP, F_WEAK = 1, 2, 4, 8
 F_NCCL_CHANNEL, F_NCCL_RING, F_NCCL_TREES, F_NCCL_OTHER = 16, 32, 64, 128
 F_NCCL = F_NCCL_CHANNEL | F_NCCL_RING | F_NCCL_TREES | F_NCCL_OTHER
 F_WINDOW = 256
+F_ERRLINE = 1024  # an event trigger of an error-level format: the last progress line before it is handed over too
+F_EXCWORD = 512  # only a weak trigger (`Warning`): a line that matters only inside an open traceback
+FRAME_REACH = 62  # lines after a traceback frame where a weak-trigger line can still close it (textlog.MAX_OPEN_GAP)
+RESOLVE_REACH = 1 << 20  # bytes before an error line (or the end) searched for the last progress/step line
+STRIDE_WALK = 16   # lines looked at after a stride mark for a progress/step line to sample
+REGION_WALK = 64   # lines walked back from the end of a skipped region for its last step line
+CONFIG_HEAD = 64 * 1024      # bytes at a big file's start where every case-insensitive config word is reported
+NCCL_COUNT_HEAD = 256 * 1024  # block mode counts NCCL INFO lines in the first this many bytes of a file
+NCCL_COUNT_NEEDLES = ((0, b"NCCL INFO Channel"), (1, b"NCCL INFO Ring"), (2, b"NCCL INFO Tree"))
 NCCL_KINDS = ((F_NCCL_CHANNEL, "channel"), (F_NCCL_RING, "ring"), (F_NCCL_TREES, "trees"), (F_NCCL_OTHER, "other"))
 
 # Bytes that vary between lines of one shape: digits, blanks, tqdm's ascii and unicode bar glyphs (U+2588-U+258F).
 DELETE = b"0123456789 \t#" + bytes([0xE2, 0x96]) + bytes(range(0x88, 0x90))
+_RANK_DIGITS_RE = re.compile(rb"(?i)rank\D{0,3}(\d+)")  # the rank a repeated error line names (part of its cap key)
 ANSI_BYTES_RE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\n]*\x07|\x1b[()][AB012]")
 # NCCL INFO lines that state facts the tables need (rank map, world size, version, transport, error trails).
 NCCL_FACTS = ["Init COMPLETE", "Init START", "nRanks", "NCCL version", "Using network", " : Using "]
 NCCL_TRAIL_KEY_RE = re.compile(rb"NCCLINFO[\w/-]+\.(?:cc|cu|cpp|c|h):->")
-NCCL_TRAIL_RAW = rb"NCCL[ \t]+INFO[ \t]+[\w/-]+\.(?:cc|cu|cpp|c|h):[0-9]*[ \t]*->"
+# The raw form for Hyperscan leaves out the `NCCL INFO` part (on half the lines of an NCCL_DEBUG=INFO log, it
+# halves the scan speed); the shape key check (NCCL_TRAIL_KEY_RE) then asks for it.
+NCCL_TRAIL_RAW = rb"(?:\.cc|\.cu|\.cpp|\.c|\.h):[0-9]*[ \t]*->"
 
 
 def normalise(text: str | bytes) -> bytes:
@@ -65,7 +86,14 @@ class Triggers:
     """The compiled classification of shape keys for one set of triggers (built once per process)."""
 
     def __init__(self, events: list[str], events_nocase: list[str], windows: dict[str, int], steps: list[str],
-                 steps_nocase: list[str], weak_steps_nocase: list[str]):
+                 steps_nocase: list[str], weak_steps_nocase: list[str], weak_events: list[str] = (),
+                 error_events: list[str] | None = None):
+        events = [t for t in events if t not in set(weak_events)]
+        # the events whose line gets the stream's last progress/step line handed over before it (the step of death
+        # and the phase an error happened in); None: every event
+        self.error_re = trigger_regex(sorted({normalise(t) for t in error_events if t not in set(weak_events)}
+                                             - {b""})) if error_events is not None else None
+        self.excword_re = trigger_regex(sorted({normalise(t) for t in weak_events})) if weak_events else None
         lits = {normalise(t) for t in list(events) + NCCL_FACTS + list(windows)}
         lits.discard(b"")
         self.event_re = trigger_regex(sorted(lits))
@@ -81,15 +109,27 @@ class Triggers:
         self.pattern_text = sorted({t for t in list(events) + NCCL_FACTS + list(windows)})
         self.events_nocase = list(events_nocase)
         self._fast = None
+        self._config = None
 
     def fast_events(self) -> literal_scan.LiteralSet | None:
-        """The event triggers as raw literals for the fast matcher (None when Hyperscan is not installed)."""
+        """The event triggers as raw literals for the fast matcher (None when Hyperscan is not installed). The
+        case-insensitive config words are reported once per scanned block: a config echo sits at the start of a
+        log (`fast_config` finds every one in a file's first 64 KiB); later, `epoch 3 batch 120` on every line is
+        progress, not configuration."""
         if self._fast is None:
             if not literal_scan.available():
                 return None
-            self._fast = literal_scan.LiteralSet([t.encode() for t in self.pattern_text],
-                                                 [t.encode() for t in self.events_nocase], [NCCL_TRAIL_RAW])
+            self._fast = literal_scan.LiteralSet([t.encode() for t in self.pattern_text], [], [NCCL_TRAIL_RAW],
+                                                 once_nocase=[t.encode() for t in self.events_nocase])
         return self._fast
+
+    def fast_config(self) -> literal_scan.LiteralSet | None:
+        """Every occurrence of the case-insensitive config words (for a file's head)."""
+        if self._config is None:
+            if not literal_scan.available():
+                return None
+            self._config = literal_scan.LiteralSet([], [t.encode() for t in self.events_nocase])
+        return self._config
 
     def long_line_flags(self, line) -> int | None:
         """Flags of a long `\\r`-joined line (bytes or a _Span) without normalising it: None when it may hold an
@@ -114,10 +154,14 @@ class Triggers:
         if self.event_re.search(key) or (self.event_nocase_re is not None and self.event_nocase_re.search(key)) \
                 or NCCL_TRAIL_KEY_RE.search(key):
             f |= F_EVENT
+            if self.error_re is None or self.error_re.search(key) or NCCL_TRAIL_KEY_RE.search(key):
+                f |= F_ERRLINE
             win = max((n for w, n in self.windows if w in key), default=0)
             if win:
                 f |= F_WINDOW
                 self.window_len[key] = win
+        elif self.excword_re is not None and self.excword_re.search(key):
+            f |= F_EXCWORD
         if b"%|" in key:
             f |= F_BAR  # a progress bar is sampled as one: words in its description do not make it a step line
         elif self.step_re.search(key):
@@ -260,6 +304,27 @@ def _stream_id(line: bytes) -> bytes:
     return b""
 
 
+def _newline_counter(buf: bytes, start: int, end: int):
+    """count(a, b) = newlines in buf[a:b] for start <= a <= b <= end: from the newline positions numpy finds in
+    the block at ~6 GB/s (bytes.count runs at ~1.3 GB/s, and the regions between hits add up to the block)."""
+    if _np is None or end - start < 65536:
+        return lambda a, b: buf.count(b"\n", a, b)
+    pos = _np.flatnonzero(_np.frombuffer(buf, _np.uint8, end - start, start) == 10)
+    search = pos.searchsorted
+    return lambda a, b: int(search(b - start) - search(a - start))
+
+
+def _cap_key(key: bytes, line) -> tuple:
+    """What repeated error lines are counted by: their shape and the rank they come from (a launcher prefix with
+    digits names it; else the first `rank N` in the line)."""
+    head = line[:200]
+    sid = _stream_id(head)
+    if sid and not sid.isalpha():
+        return key, sid
+    m = _RANK_DIGITS_RE.search(head)
+    return key, sid, m and m.group(1)
+
+
 def _last_segment_with(line: bytes, needle: bytes, end: int | None = None) -> bytes | None:
     """The `\\r` segment containing the last occurrence of `needle` (before `end`), with a short line prefix kept."""
     pos = line.rfind(needle, 0, len(line) if end is None else end)
@@ -309,6 +374,12 @@ class LineScanner:
         if not self._pushback:
             self._pushback = self._read()
         buf, pos, out = self._pushback, 0, []
+        head = buf[:HEAD_BYTES]
+        parts = head.split(b"\n", n)
+        if len(parts) > n or len(head) == len(buf):  # n whole lines (or the whole file) in the head: split in C
+            parts = parts[:n]
+            clean = textio.clean
+            return [clean(_decode(p[:1024])) for p in parts]
         for _ in range(n):  # no split of the whole block: a head line can be a megabyte of progress redraws
             j = buf.find(b"\n", pos)
             end = len(buf) if j < 0 else j
@@ -320,6 +391,35 @@ class LineScanner:
 
     def close(self) -> None:
         self.fh.close()
+
+    def _blocks(self) -> Iterator[tuple[bytes, int, int, bool, bool]]:
+        """Runs of whole lines as (buffer, start, end, continues, dirty): buf[start:end] ends after a `\\n`, or is a
+        long line cut between two redraws (continues: the next run goes on with the same line), a truncated line
+        or the file's last line. `dirty`: NUL bytes or ANSI escapes inside (to be cleaned line by line)."""
+        carry = b""
+        while True:
+            block = self._read()
+            if not block:
+                if carry:
+                    yield carry, 0, len(carry), False, b"\x00" in carry or b"\x1b" in carry
+                return
+            buf = carry + block if carry else block
+            last_nl = buf.rfind(b"\n")
+            if last_nl < 0:
+                carry = buf
+                cr = carry.rfind(b"\r") if len(carry) >= CHUNK else -1
+                dirty = b"\x00" in carry or b"\x1b" in carry
+                if cr > 0:  # a very long progress line: cut between two redraws and go on with the same line
+                    carry = buf[cr:]
+                    yield buf, 0, cr, True, dirty
+                elif len(carry) >= LONG_LINE:  # no break at all: keep the first LONG_LINE bytes, skip the rest
+                    carry = b""
+                    self.stats.truncated_lines += 1
+                    self._skip_rest_of_line()
+                    yield buf, 0, LONG_LINE, False, dirty
+                continue
+            carry = buf[last_nl + 1:]
+            yield buf, 0, last_nl + 1, False, b"\x00" in buf or b"\x1b" in buf
 
     def _pieces(self) -> Iterator[tuple[list, bool]]:
         """Runs of whole, cleaned lines; the flag says the run's last line goes on in the next run.
@@ -379,112 +479,31 @@ class LineScanner:
 
     def _scan(self) -> Iterator[tuple[int, str, bool]]:
         trig = self.trig
-        exact = self.exact
-        memo_get = trig.memo.get
-        flags_of = trig.flags
-        long_flags = trig.long_line_flags
-        long_fast = not exact and trig.fast_events() is not None
-        stride = self.stride
-        pending_bar: dict[bytes, tuple] = {}
-        pending_step: dict[bytes, tuple] = {}
-        bar_seen = step_seen = 0
-        next_bar = next_step = 0
-        window_end = 0
-        lineno = 0
-        plain = None
-        counts = [0, 0, 0, 0]
-        cont = False
-        progress = steps_n = 0
-        for lines, cont_next in self._pieces():
-            for idx, line in enumerate(lines):
-                if not (cont and idx == 0):
-                    lineno += 1
-                f = None
-                if type(line) is _Span:
-                    if long_fast and b"\r" in line:
-                        f = long_flags(line)
-                    if f is None or f & F_STEP or lineno <= window_end:
-                        line, f = line.bytes(), None  # the exact path needs the line's own bytes (rare)
-                elif long_fast and len(line) > KEY_MEMO_MAX and b"\r" in line:
-                    f = long_flags(line)
-                if f is None:
-                    key = line.translate(None, DELETE)
-                    f = memo_get(key)
-                    if f is None:
-                        f = flags_of(key)
-                if lineno <= window_end:
-                    if f & F_WINDOW:
-                        window_end = max(window_end, lineno + trig.window_of(key))
-                    yield lineno, _text(line), False
-                    continue
-                if not f:
-                    if exact and line.strip():
-                        plain = (lineno, line)
-                    continue
-                if exact:  # a small file: every line that can yield a row, as it is
-                    if f & F_EVENT and plain is not None:
-                        # and the ordinary line before an event: what the job was doing when it happened
-                        yield plain[0], _text(plain[1]), False
-                        plain = None
-                    if f & F_WINDOW:
-                        window_end = max(window_end, lineno + trig.window_of(key))
-                    yield lineno, _text(line), not f & (F_EVENT | F_NCCL)
-                    continue
-                if f & F_EVENT:
-                    sid = _stream_id(line)
-                    due = [pending_bar.pop(sid)] if sid in pending_bar else []
-                    if sid in pending_step:
-                        due.append(pending_step.pop(sid))
-                    for ln, lazy in sorted(due, key=lambda t: t[0]):
-                        text = lazy.text()
-                        if text is not None:
-                            yield ln, text, True
-                    if f & F_WINDOW:
-                        window_end = max(window_end, lineno + trig.window_of(key))
-                    if b"\r" in line and (len(line) > KEY_MEMO_MAX or line.count(b"\r") > SEGMENT_LEVEL):
-                        yield from self._segments(lineno, line)
-                    else:
-                        yield lineno, _text(line), False
-                    continue
-                if f & F_NCCL:
-                    for i, (bit, _) in enumerate(NCCL_KINDS):
-                        if f & bit:
-                            counts[i] += 1
-                if f & F_BAR:
-                    sid = _stream_id(line)
-                    progress += 1
-                    before = bar_seen
-                    bar_seen += len(line)
-                    if bar_seen > next_bar:
-                        # one sample per stride mark crossed inside this line (an epoch can be one physical line)
-                        taken = 0
-                        while next_bar < bar_seen and taken < MAX_SAMPLES:
-                            seg = _last_segment_with(line, b"%|", max(2, next_bar - before + 2))
-                            if seg is None:
-                                seg = _last_segment_with(line, b"%|")
-                            if seg is not None:
-                                yield lineno, _text(seg), True
-                                taken += 1
-                            next_bar += stride
-                        next_bar = max(next_bar, bar_seen)
-                    # a span's last redraw is cut out now: a pending sample must not hold its whole block
-                    pending_bar[sid] = (lineno, _Lazy(line, b"%|") if type(line) is bytes
-                                        else _Ready(_last_segment_with(line, b"%|")))
-                if f & F_STEP:
-                    sid = _stream_id(line)
-                    steps_n += 1
-                    step_seen += len(line)
-                    lazy = _Lazy(line, None, self)
-                    if step_seen > next_step:
-                        next_step = step_seen + stride
-                        text = lazy.text()
-                        if text is not None:
-                            yield lineno, text, True
-                        pending_step.pop(sid, None)
-                    else:
-                        pending_step[sid] = (lineno, lazy)
-            cont = cont_next
-        rest = sorted(list(pending_bar.values()) + list(pending_step.values()), key=lambda t: t[0])
+        self.long_fast = not self.exact and trig.fast_events() is not None
+        self.pending_bar: dict[bytes, tuple] = {}
+        self.pending_step: dict[tuple, tuple] = {}  # (stream, shape) -> the last step line of that shape
+        self.bar_seen = self.step_seen = self.next_bar = self.next_step = 0
+        self.window_end = self.frame_end = 0
+        self.counts = [0, 0, 0, 0]
+        self.progress = self.steps_n = 0
+        self.info_seen: dict[bytes, int] = {}
+        self.pending_info: dict[bytes, tuple] = {}
+        self.pending_err: dict[tuple, tuple] = {}
+        self.unresolved: list = []  # skipped regions not yet looked at for their last progress/step line
+        self.capped_shapes: dict = {}  # shape key -> True (informational) or the capped (key, stream, rank) keys
+        self.info_skipped = 0
+        self.plain = None  # the last ordinary line of a small file, handed over before the next event line
+        self.info_cap = INFO_CAP if not self.exact else None
+        self.block_counts = False
+        if self.long_fast and SCAN_BLOCKS:
+            lineno = yield from self._scan_blocks()
+        else:
+            lineno = yield from self._scan_lines()
+        if self.unresolved:
+            self._resolve()
+        for ln, raw in sorted(list(self.pending_info.values()) + list(self.pending_err.values())):
+            yield from self._event_items(ln, raw)
+        rest = sorted(list(self.pending_bar.values()) + list(self.pending_step.values()), key=lambda t: t[0])
         for ln, lazy in rest:
             text = lazy.text()
             if text is not None:
@@ -494,8 +513,431 @@ class LineScanner:
             self.stats.problems.append(f"{self.stats.truncated_lines} line(s) longer than {LONG_LINE} bytes "
                                        f"without a line break truncated")
         for i, (_, name) in enumerate(NCCL_KINDS):
-            self.nccl_counts[name] = counts[i]
-        self.sampled = {"progress_lines": progress, "step_lines": steps_n}
+            self.nccl_counts[name] = self.counts[i]
+        self.sampled = {"progress_lines": self.progress, "step_lines": self.steps_n,
+                        "repeated_event_lines": self.info_skipped}
+
+    def _scan_lines(self):
+        """Every line through `_one` (small files, and big ones where Hyperscan is missing)."""
+        lineno = 0
+        cont = False
+        one = self._one
+        for lines, cont_next in self._pieces():
+            for idx, line in enumerate(lines):
+                if not (cont and idx == 0):
+                    lineno += 1
+                out = one(lineno, line)
+                if out:
+                    yield from out
+            cont = cont_next
+        return lineno
+
+    def _scan_blocks(self):
+        """Whole-block scanning: one Hyperscan pass over each block's bytes finds every trigger; only the lines
+        holding one (and the few lines after a traceback frame or summary header) go through `_one`. The lines in
+        between are never split: their NCCL lines are counted with `bytes.count`, progress is sampled at byte
+        strides, and the last progress/step line before each handed-over line is found by walking back a little."""
+        fast = self.trig.fast_events()
+        config = self.trig.fast_config()
+        one = self._one
+        done = 0        # lines finished before the current block
+        foff = 0        # file offset of the current block's start
+        self.next_mark = 0
+        for buf, start, end, cont_next, dirty in self._blocks():
+            if dirty:  # NUL bytes or ANSI escapes: cleaned line by line (rare)
+                self.block_counts = False
+                lines = _clean(buf[start:end].split(b"\n"), buf)
+                if buf[end - 1:end] == b"\n":
+                    lines.pop()
+                for i, line in enumerate(lines):
+                    out = one(done + i + 1, line)
+                    if out:
+                        yield from out
+                n = buf.count(b"\n", start, end)
+                done += n if (cont_next or buf[end - 1:end] == b"\n") else n + 1
+                foff += end - start
+                continue
+            pos, pos_line = start, done + 1
+            if not foff:  # NCCL INFO lines are counted in a big file's head (its init and topology lines)
+                h = buf.find(b"\n", min(end, start + NCCL_COUNT_HEAD), end)
+                self._count_nccl(buf, start, end if h < 0 else h + 1)
+            self.block_counts = True
+            view = memoryview(buf)[start:end]
+            ends = fast.ends(view)
+            if not foff:  # every config word in a file's head (its config echoes)
+                ends = sorted(ends + config.ends(view[:CONFIG_HEAD]))
+            if len(ends) * 100 > end - start > 8192:  # a trigger every 100 bytes or more often
+                n_lines = buf.count(b"\n", start, end)
+                yield from self._dense(buf, start, end, done + 1)
+                done += n_lines if (cont_next or buf[end - 1:end] == b"\n") else n_lines + 1
+                foff += end - start
+                continue
+            newlines = _newline_counter(buf, start, end)
+            capped = self.capped_shapes
+            le = -1
+            for e in ends:
+                p = start + e - 1
+                if p < le:
+                    continue  # another trigger on a line already handled
+                ls = buf.rfind(b"\n", start, p) + 1
+                if ls == 0:
+                    ls = start
+                if ls < pos:
+                    continue
+                le = buf.find(b"\n", p, end)
+                if le < 0:
+                    le = end
+                if capped and le - ls <= KEY_MEMO_MAX:
+                    k = buf[ls:le].translate(None, DELETE)
+                    if capped.get(k) is True:  # one more of a capped informational shape: it stays in the region
+                        self.pending_info[k] = (pos_line + newlines(pos, ls), buf[ls:le])
+                        self.info_skipped += 1
+                        continue
+                nl = newlines(pos, ls)
+                if ls > pos:
+                    yield from self._region(buf, pos, ls, pos_line, foff - start, nl, newlines)
+                pos_line += nl
+                line = buf[ls:le] if le - ls <= SPAN_MIN else _Span(buf, ls, le)
+                out = one(pos_line, line)
+                if out:
+                    yield from out
+                if le < end:
+                    pos, pos_line, le = le + 1, pos_line + 1, le + 1
+                else:
+                    pos = end
+            nl = 0
+            if pos < end:
+                nl = newlines(pos, end)
+                yield from self._region(buf, pos, end, pos_line, foff - start, nl, newlines)
+            n = pos_line - (done + 1) + nl
+            done += n if (cont_next or buf[end - 1:end] == b"\n") else n + 1
+            foff += end - start
+        return done
+
+    def _dense(self, buf: bytes, start: int, end: int, lineno: int):
+        """A block where triggers are everywhere (an error flood): every line through `_one`, except the lines of
+        a shape (and rank) already past its cap, which only become the latest of their kind, with a dict lookup."""
+        seg = buf[start:end]
+        lines = seg.split(b"\n")
+        keys = seg.translate(None, DELETE).split(b"\n")
+        if seg.endswith(b"\n"):
+            lines.pop()
+            keys.pop()
+        capped = self.capped_shapes
+        one = self._one
+        memo_get = self.trig.memo.get
+        for line, k in zip(lines, keys):
+            if memo_get(k) == 0 and lineno > self.window_end and lineno > self.frame_end:
+                lineno += 1
+                continue
+            c = capped.get(k)
+            if c is not None:
+                if c is True:
+                    self.pending_info[k] = (lineno, line)
+                    self.info_skipped += 1
+                    lineno += 1
+                    continue
+                ck = _cap_key(k, line)
+                if ck in c:
+                    self.pending_err[ck] = (lineno, line)
+                    self.info_skipped += 1
+                    lineno += 1
+                    continue
+            out = one(lineno, line if len(line) <= SPAN_MIN else _Span(line, 0, len(line)))
+            if out:
+                yield from out
+            lineno += 1
+
+    def _region(self, buf: bytes, a: int, b: int, lineno: int, base: int, nl: int, newlines):
+        """Lines buf[a:b] (whole lines, no trigger in them) starting at line `lineno`; `base` + offset = file
+        offset. Window lines go through `_one`; the rest is counted and sampled without splitting it."""
+        reach = max(self.window_end, self.frame_end)
+        one = self._one
+        while a < b and lineno <= reach:
+            j = buf.find(b"\n", a, b)
+            j = b if j < 0 else j
+            out = one(lineno, buf[a:j])
+            if out:
+                yield from out
+            a, lineno = j + 1, lineno + 1
+            if j < b:
+                nl -= 1
+            reach = max(self.window_end, self.frame_end)
+        if a >= b:
+            return
+        # progress sampled at byte strides of the file: the first progress/step line at or after each mark (a mark
+        # whose region ends first waits for the next region)
+        stride = self.stride
+        while self.next_mark < base + b:
+            m = max(a, self.next_mark - base)
+            ls = buf.rfind(b"\n", a, m) + 1
+            ls = a if ls == 0 else ls
+            walked = 0
+            found = False
+            while walked < STRIDE_WALK and ls < b:
+                walked += 1
+                j = buf.find(b"\n", ls, b)
+                j = b if j < 0 else j
+                line = buf[ls:j] if j - ls <= SPAN_MIN else _Span(buf, ls, j)
+                f = self._quiet_flags(line)
+                if f & (F_BAR | F_STEP):
+                    seg = _last_segment_with(line, b"%|", max(2, m - ls + 2)) if f & F_BAR \
+                        else self.step_segment(line if type(line) is bytes else line.bytes())
+                    if seg is None and f & F_BAR:
+                        seg = _last_segment_with(line, b"%|")
+                    if seg is not None:
+                        self.steps_n += 1
+                        yield lineno + newlines(a, ls), _text(seg), True
+                    found = True
+                    break
+                ls = j + 1
+            if not found and walked < STRIDE_WALK:
+                break  # the region ended: the next one serves this mark
+            self.next_mark = max(self.next_mark + stride, base + m + 1)
+        # the last progress and step line before the region's end: looked for only when needed (before the next
+        # error line, before a progress line judged on its own, at the end), newest region first
+        self.unresolved.append((buf, a, b, lineno + nl - (1 if buf[b - 1:b] == b"\n" else 0), newlines))
+        if len(self.unresolved) > 16:
+            self._resolve()
+
+    def _resolve(self) -> None:
+        """pending_bar / pending_step from the skipped regions since the last call: the last bar redraw (found
+        in C) and the last step line (a few lines walked back, then the last HF log dict found in C) of the
+        newest region that has one; older regions are not looked at once both are found."""
+        need_bar = need_step = True
+        reach = RESOLVE_REACH  # bytes looked through, newest first: a log without bars is not searched whole
+        for buf, a, b, last, newlines in reversed(self.unresolved):
+            if reach <= 0:
+                break
+            a0, a = a, max(a, b - reach)
+            reach -= b - a
+            if a > a0:  # cut inside a line: start at the next line or redraw
+                k = buf.find(b"\n", a, b)
+                r = buf.find(b"\r", a, b if k < 0 else k)
+                k = r if r >= 0 else k
+                a = b if k < 0 else k + 1
+            if need_bar:
+                i = buf.rfind(b"%|", a, b)
+                if i >= 0:
+                    ls = buf.rfind(b"\n", a, i) + 1
+                    ls = a if ls == 0 else ls
+                    le = buf.find(b"\n", i, b)
+                    le = b if le < 0 else le
+                    line = buf[ls:le] if le - ls <= SPAN_MIN else _Span(buf, ls, le)
+                    if self._quiet_flags(line) & F_BAR:
+                        self.pending_bar[_stream_id(line[:64])] = (last - newlines(min(le + 1, b), b),
+                                                                    _Ready(_last_segment_with(line, b"%|")))
+                        need_bar = False
+            if need_step:
+                need_step = not self._last_step(buf, a, b, last, newlines)
+            if not (need_bar or need_step):
+                break
+        self.unresolved.clear()
+
+    def _last_step(self, buf: bytes, a: int, b: int, last: int, newlines) -> bool:
+        """The last step line of each shape (up to 3: `step N loss`, `epoch E batch B`, ...) among the last lines
+        of a region, else its last HF log dict; True when one was found."""
+        j = b - 1 if buf[b - 1:b] == b"\n" else b
+        ln = last
+        shapes: set = set()
+        for _ in range(REGION_WALK):
+            if j < a or len(shapes) >= 3:
+                break
+            i = buf.rfind(b"\n", a, j) + 1
+            i = a if i == 0 else i
+            if j - i > 1:
+                line = buf[i:j] if j - i <= SPAN_MIN else _Span(buf, i, j)
+                f = self._quiet_flags(line)
+                if f & F_STEP and not f & F_BAR:
+                    k = (_stream_id(line[:64]), line[:200].translate(None, DELETE))
+                    if k not in shapes:
+                        shapes.add(k)
+                        self.pending_step[k] = (ln, _Ready(self.step_segment(
+                            line if type(line) is bytes else line.bytes())))
+            j, ln = i - 1, ln - 1
+        if shapes:
+            return True
+        i = buf.rfind(b"{'", a, j + 1 if j >= a else a)
+        if i >= 0:
+            ls = buf.rfind(b"\n", a, i) + 1
+            ls = a if ls == 0 else ls
+            le = buf.find(b"\n", i, b)
+            le = b if le < 0 else le
+            line = buf[ls:le]
+            f = self._quiet_flags(line)
+            if f & F_STEP and not f & F_BAR:
+                self.pending_step[(_stream_id(line[:64]), line[:200].translate(None, DELETE))] = (
+                    last - newlines(min(le + 1, b), b), _Ready(self.step_segment(line)))
+                return True
+        return False
+
+    def _count_nccl(self, buf: bytes, a: int, b: int, sign: int = 1) -> None:
+        """NCCL INFO lines in buf[a:b] by kind, with `bytes.count` (block mode: the whole block at once; the
+        event lines among them are taken back out by `_one`)."""
+        counts = self.counts
+        n_info = buf.count(b"NCCL INFO", a, b)
+        if n_info:
+            seen = buf.count(b"NCCL INFO Channel", a, b)
+            counts[0] += sign * seen
+            if seen < n_info:
+                for i, needle in NCCL_COUNT_NEEDLES[1:]:
+                    c = buf.count(needle, a, b)
+                    counts[i] += sign * c
+                    seen += c
+            counts[3] += sign * (n_info - seen)
+
+    def _event_items(self, lineno: int, line) -> list:
+        if b"\r" in line and (len(line) > KEY_MEMO_MAX or line.count(b"\r") > SEGMENT_LEVEL):
+            return list(self._segments(lineno, line))
+        return [(lineno, _text(line), False)]
+
+    def _quiet_flags(self, line) -> int:
+        """Flags of a line known to hold no event trigger (a long `\\r` line: of its first and last redraw)."""
+        if len(line) > KEY_MEMO_MAX and b"\r" in line:
+            first = line.find(b"\r")
+            end = len(line)
+            while end > 0 and line[end - 1:end] == b"\r":
+                end -= 1
+            lastseg = line[line.rfind(b"\r", 0, end) + 1:end]
+            return self.trig.flags(line[:first].translate(None, DELETE)) | \
+                self.trig.flags(lastseg.translate(None, DELETE))
+        if type(line) is _Span:
+            line = line.bytes()
+        key = line.translate(None, DELETE)
+        f = self.trig.memo.get(key)
+        return self.trig.flags(key) if f is None else f
+
+    def _one(self, lineno: int, line) -> list | None:
+        """What one line hands over: [(line number, text, steps_only)], or None."""
+        trig = self.trig
+        f = None
+        key = None
+        if type(line) is _Span:
+            if self.long_fast and b"\r" in line:
+                f = trig.long_line_flags(line)
+            if f is None or f & F_STEP or lineno <= self.window_end:
+                line, f = line.bytes(), None  # the exact path needs the line's own bytes (rare)
+        elif self.long_fast and len(line) > KEY_MEMO_MAX and b"\r" in line:
+            f = trig.long_line_flags(line)
+        if f is None:
+            key = line.translate(None, DELETE)
+            f = trig.memo.get(key)
+            if f is None:
+                f = trig.flags(key)
+        if f & F_WINDOW and b'File "' in line:
+            self.frame_end = max(self.frame_end, lineno + FRAME_REACH)
+        if lineno <= self.window_end:
+            if f & F_WINDOW:
+                self.window_end = max(self.window_end, lineno + trig.window_of(key))
+            return [(lineno, _text(line), False)]
+        if not f:
+            if self.exact and line.strip():
+                self.plain = (lineno, line)
+            return None
+        if self.exact:  # a small file: every line that can yield a row, as it is
+            if f & F_WINDOW:
+                self.window_end = max(self.window_end, lineno + trig.window_of(key))
+            out = [(lineno, _text(line), not f & (F_EVENT | F_NCCL | F_EXCWORD))]
+            if f & F_EVENT and self.plain is not None:
+                # and the ordinary line before an event: what the job was doing when it happened
+                out.insert(0, (self.plain[0], _text(self.plain[1]), False))
+                self.plain = None
+            return out
+        if f & F_EXCWORD and not f & F_EVENT and lineno <= self.frame_end:
+            return [(lineno, _text(line), False)]  # may close a traceback: `UserWarning: ...`
+        out = []
+        if f & F_EVENT and self.info_cap is not None:
+            # Repeated event lines of a big file: the first INFO_CAP informational lines of each shape (a checkpoint
+            # path, a config echo, an eval/sampling bar) and the first ERROR_CAP error lines of each shape and
+            # rank are handed over; later ones only as the latest of their kind, before the next error line (info)
+            # and at the end, so the phase an error happened in and each rank's last error are still there.
+            if key is None:
+                key = line.translate(None, DELETE) if len(line) <= KEY_MEMO_MAX else None
+            if key is not None:
+                if f & (F_ERRLINE | F_WINDOW):
+                    cap_key, cap, held = _cap_key(key, line), ERROR_CAP, self.pending_err
+                else:
+                    cap_key, cap, held = key, INFO_CAP, self.pending_info
+                n = self.info_seen.get(cap_key, 0)
+                if n >= cap:
+                    held[cap_key] = (lineno, bytes(line) if type(line) is bytes else line.bytes())
+                    self.info_skipped += 1
+                    if len(self.capped_shapes) < MEMO_CAP:
+                        if cap is INFO_CAP:
+                            self.capped_shapes[key] = True
+                        elif self.capped_shapes.get(key) is not True:
+                            self.capped_shapes.setdefault(key, set()).add(cap_key)
+                    return None
+                if len(self.info_seen) < MEMO_CAP:
+                    self.info_seen[cap_key] = n + 1
+        if f & F_EVENT:
+            if self.block_counts and b"NCCL INFO" in line:  # counted with its block, but an event is no count
+                b = line if type(line) is bytes else line.bytes()
+                self._count_nccl(b, 0, len(b), -1)
+            sid = _stream_id(line)
+            if f & F_ERRLINE and self.unresolved:
+                self._resolve()
+            if f & F_ERRLINE and self.pending_info:
+                for ln, raw in sorted(self.pending_info.values()):
+                    out.extend(self._event_items(ln, raw))
+                self.pending_info.clear()
+            pending_bar, pending_step = self.pending_bar, self.pending_step
+            due = []
+            if f & F_ERRLINE:
+                if sid in pending_bar:
+                    due.append(pending_bar.pop(sid))
+                for k in [k for k in pending_step if k[0] == sid]:
+                    due.append(pending_step.pop(k))
+            for ln, lazy in sorted(due, key=lambda t: t[0]):
+                text = lazy.text()
+                if text is not None:
+                    out.append((ln, text, True))
+            if f & F_WINDOW:
+                self.window_end = max(self.window_end, lineno + trig.window_of(key))
+            out.extend(self._event_items(lineno, line))
+            return out
+        if f & F_NCCL and not self.block_counts:
+            for i, (bit, _) in enumerate(NCCL_KINDS):
+                if f & bit:
+                    self.counts[i] += 1
+        stride = self.stride
+        if f & (F_BAR | F_STEP) and self.unresolved:
+            self._resolve()  # older than this line
+        if f & F_BAR:
+            sid = _stream_id(line)
+            self.progress += 1
+            before = self.bar_seen
+            self.bar_seen += len(line)
+            if self.bar_seen > self.next_bar:
+                # one sample per stride mark crossed inside this line (an epoch can be one physical line)
+                taken = 0
+                while self.next_bar < self.bar_seen and taken < MAX_SAMPLES:
+                    seg = _last_segment_with(line, b"%|", max(2, self.next_bar - before + 2))
+                    if seg is None:
+                        seg = _last_segment_with(line, b"%|")
+                    if seg is not None:
+                        out.append((lineno, _text(seg), True))
+                        taken += 1
+                    self.next_bar += stride
+                self.next_bar = max(self.next_bar, self.bar_seen)
+            # a span's last redraw is cut out now: a pending sample must not hold its whole block
+            self.pending_bar[sid] = (lineno, _Lazy(line, b"%|") if type(line) is bytes
+                                     else _Ready(_last_segment_with(line, b"%|")))
+        if f & F_STEP:
+            sid = _stream_id(line)
+            self.steps_n += 1
+            self.step_seen += len(line)
+            lazy = _Lazy(line, None, self)
+            k = (sid, key[:200] if key is not None else None)
+            if self.step_seen > self.next_step:
+                self.next_step = self.step_seen + stride
+                text = lazy.text()
+                if text is not None:
+                    out.append((lineno, text, True))
+                self.pending_step.pop(k, None)
+            else:
+                self.pending_step[k] = (lineno, lazy)
+        return out
 
     # -- helpers that run only for the few lines handed over
     def _segments(self, lineno: int, line: bytes) -> Iterator[tuple[int, str, bool]]:

@@ -68,13 +68,19 @@ GLUE_SPLIT_RE = regex.compile(
     r"(?<=\S)(?=(?:\[rank\d+\]:)?\[[IWEF](?:\d{4} [\d:.]+)?\s*\w+\.\w+:\d+\] |Traceback \(most recent call last\):)")
 MAX_OPEN_GAP = 60          # lines without a frame after which an open traceback is closed
 MAX_FRAMES = 200           # frames kept per traceback (innermost kept)
-MAX_EVENTS_PER_KIND = 5000  # per source: repeated lines beyond this are counted, not stored
+MAX_EVENTS_PER_KIND = 256  # per source, kind and rank: repeated lines beyond this are counted, the last one kept
+MAX_TRACEBACKS_PER_SIGNATURE = 16  # per source and (exception type, innermost user frame): the rest counted, the
+                                   # last one kept (so the first and the last of a repeated failure are exact)
+MAX_TRACEBACKS = 256               # per source, whatever their signatures (beyond: the last of each signature)
 SCHEME_SAMPLE = 400
 # What the bytes prefilter (parsers/prefilter.py) needs to know about this parser: a line that can yield a row
 # contains a format trigger (parsers.formats) or one of these; the rest is skipped unread.
 LINE_TRIGGERS = ["Traceback (most recent call last)", 'File "', "During handling of the above exception",
                  "The above exception was the direct cause", "Error", "Exception", "Exit", "Interrupt", "Failure",
                  "Timeout", "Fault", "Warning", "GLOBAL_RANK"]
+# EXC_RE's `...Warning` types yield a row only where they close an open traceback (a bare warning line is no
+# exception): a big file hands them over only within reach of a traceback frame.
+WEAK_EVENT_TRIGGERS = ["Warning"]
 # CONFIG_RE needs one of these in its key (CONFIG_TRIGGER is looser: "steps" alone is also a tqdm description).
 LINE_TRIGGERS_NOCASE = ["batch", "period", "every", "interval", "_steps", "_freq", "frequency", "workers", "epochs",
                         "timeout"]
@@ -215,6 +221,9 @@ class _TracebackCollector:
         self.last_closed: dict = {}  # stream key -> index of last closed traceback
         self.pending_chain: dict = {}
         self.count = 0
+        self.per_signature: dict = {}  # (exc_type, user frame) -> tracebacks seen
+        self.tail: dict = {}           # signature -> the last traceback beyond the cap (added at finish)
+        self.dropped = 0
 
     def feed(self, key, lineno: int, message: str, ctx: dict) -> bool:
         """Consume a line if it belongs to a traceback; True when consumed."""
@@ -275,6 +284,17 @@ class _TracebackCollector:
                "ts": ctx.get("ts"), "exc_type": exc_type or "<truncated>", "exc_message": (exc_msg or "")[:2000],
                "frames": frames, "last_user_frame": _last_user_frame(frames),
                "chained_from": tb["chained_from"], "end_line": end_line or tb["last_frame_line"]}
+        fr = row["last_user_frame"] or {}
+        sig = (row["exc_type"], fr.get("file"), fr.get("func"), row["rank"])
+        n = self.per_signature.get(sig, 0)
+        self.per_signature[sig] = n + 1
+        if n >= MAX_TRACEBACKS_PER_SIGNATURE or self.count >= MAX_TRACEBACKS:
+            # a repeated failure: bounded rows, the latest one of each signature kept
+            if sig in self.tail or len(self.tail) >= MAX_TRACEBACKS:
+                self.dropped += 1
+            if sig in self.tail or len(self.tail) < MAX_TRACEBACKS:
+                self.tail[sig] = row
+            return
         self.result.add("tracebacks", row)
         self.last_closed[key] = self.count
         self.count += 1
@@ -282,6 +302,11 @@ class _TracebackCollector:
     def finish(self) -> None:
         for key in list(self.open):
             self._close(key, None, None)
+        for row in self.tail.values():
+            row["chained_from"] = None  # its chain partner may be among the dropped ones
+            self.result.add("tracebacks", row)
+        if self.dropped:
+            self.result.problems.append(f"repeated tracebacks summarised: {self.dropped} not stored")
 
 
 def _last_user_frame(frames_innermost_first: list[dict]) -> dict | None:
@@ -350,24 +375,61 @@ class _TorchrunSummary:
 
 
 class _StepAccumulator:
-    """Keeps progress rows bounded: only changes of step, thinned by half whenever a series grows past its cap."""
-    CAP = 4000
+    """A fixed budget of progress rows per series (rank, host, bar): only changes of step; past CAP rows the series
+    is thinned by half, keeping its first and last row, every anomaly (non-finite loss, a loss spike) and the row
+    that stood last when an event was seen (the step of death and the phase an error happened in), so memory
+    follows ranks and bars, never how long the job printed."""
+    CAP = 512
+    MAX_KEPT = 128  # anomaly / event-context rows protected per series (beyond: thinned like the rest)
+    SPIKE = 3.0     # a loss above SPIKE times the previous row's is an anomaly
 
     def __init__(self):
         self.series: dict = {}
+        self.anomalies: dict = {}  # series key -> ids of anomalous rows (the first MAX_KEPT)
+        self.context: dict = {}    # series key -> ids of rows that stood last at an event (the latest MAX_KEPT)
 
     def add(self, row: dict) -> None:
         key = (row["rank"], row.get("host"), row.get("desc"))  # host too: rank-less lines of two nodes
-        rows = self.series.setdefault(key, [])
-        if rows and rows[-1].get("step") == row.get("step") and row.get("step") is not None:
+        rows = self.series.get(key)
+        if rows is None:
+            rows = self.series[key] = []
+            self.anomalies[key], self.context[key] = {}, {}
+        loss = row.get("loss")
+        prev = rows[-1] if rows else None
+        if prev is not None and prev.get("step") == row.get("step") and row.get("step") is not None:
             rows[-1] = row  # same step, newer state of the bar
+            for kept in (self.anomalies[key], self.context[key]):
+                if kept.pop(id(prev), None) is not None:
+                    kept[id(row)] = True
             return
         rows.append(row)
+        if loss is not None:
+            ploss = prev.get("loss") if prev is not None else None
+            if loss != loss or loss in (float("inf"), float("-inf")) or \
+                    (ploss is not None and ploss > 0 and loss > self.SPIKE * ploss):
+                if len(self.anomalies[key]) < self.MAX_KEPT:
+                    self.anomalies[key][id(row)] = True
         if len(rows) > self.CAP:
-            last = rows[-1]
-            del rows[::2]
-            if rows[-1] is not last:
-                rows.append(last)
+            self._thin(key, rows)
+
+    def mark_context(self) -> None:
+        """An event was seen: keep the current last row of every series (phase and step at that moment)."""
+        for key, rows in self.series.items():
+            if rows:
+                ctx = self.context[key]
+                ctx.pop(id(rows[-1]), None)
+                ctx[id(rows[-1])] = True
+                if len(ctx) > self.MAX_KEPT:
+                    del ctx[next(iter(ctx))]
+
+    def _thin(self, key, rows: list) -> None:
+        anom, ctx = self.anomalies[key], self.context[key]
+        last = len(rows) - 1
+        rows[:] = [r for i, r in enumerate(rows) if i % 2 == 0 or i == last or id(r) in anom or id(r) in ctx]
+        live = {id(r) for r in rows}
+        for kept in (anom, ctx):
+            for k in [k for k in kept if k not in live]:
+                del kept[k]
 
     def rows(self) -> list[dict]:
         out = [r for rows in self.series.values() for r in rows]
@@ -385,6 +447,7 @@ def parse_textlog(source: Source) -> ParseResult:
     steps = _StepAccumulator()
     per_kind: dict[str, int] = {}
     dropped: dict[str, int] = {}
+    over: dict = {}  # (kind, rank) -> the latest event beyond MAX_EVENTS_PER_KIND
     base_rank = source.rank if source.rank is not None else source.local_rank
     scanner, head_texts, items = _line_source(source, stats)
     scheme = _Scheme(head_texts)
@@ -452,11 +515,11 @@ def parse_textlog(source: Source) -> ParseResult:
                     waited = True
                     if plain is not None and plain[0] < lineno:
                         _before_wait(result, source, plain)
-                n = per_kind.get(fmt.kind, 0)
-                if n >= MAX_EVENTS_PER_KIND:
+                cap_key = (fmt.kind, rank)
+                n = per_kind.get(cap_key, 0)
+                per_kind[cap_key] = n + 1
+                if n >= MAX_EVENTS_PER_KIND and cap_key in over:
                     dropped[fmt.kind] = dropped.get(fmt.kind, 0) + 1
-                    continue
-                per_kind[fmt.kind] = n + 1
                 attrs = {k: v for k, v in fmt.groupdict(m).items() if v not in (None, "")}
                 attrs["format"] = fmt.name
                 ev_rank = rank
@@ -469,6 +532,10 @@ def parse_textlog(source: Source) -> ParseResult:
                 row = {"source": source.source, "line": lineno, "rank": ev_rank, "host": ctx["host"], "ts": ctx["ts"],
                        "kind": fmt.kind, "message": message[:1000], "template": template_of(message),
                        "details": attrs, "level": info.get("level") or fmt.level[0].upper(), "pid": pid}
+                steps.mark_context()
+                if n >= MAX_EVENTS_PER_KIND:  # beyond the cap only the latest of its kind and rank is kept
+                    over[cap_key] = (row, lineno, ctx)
+                    continue
                 result.add("events", row)
                 if fmt.kind in ("watchdog_timeout", "watchdog_status"):
                     _collective_row(result, source, lineno, ctx, fmt.kind, attrs)
@@ -488,6 +555,10 @@ def parse_textlog(source: Source) -> ParseResult:
                 st.update({"source": source.source, "line": lineno, "rank": rank, "host": ctx["host"],
                            "ts": ctx["ts"]})
                 steps.add(st)
+    for row, lineno, ctx in over.values():
+        result.add("events", row)
+        if row["kind"] in ("watchdog_timeout", "watchdog_status"):
+            _collective_row(result, source, lineno, ctx, row["kind"], row["details"])
     tbs.finish()
     summary.finish()
     for row in steps.rows():
@@ -510,7 +581,10 @@ def _prefilter_triggers() -> prefilter.Triggers:
     return prefilter.compile_triggers(
         events=sorted({t for f in fmts.FORMATS for t in f.triggers} | set(LINE_TRIGGERS)),
         events_nocase=LINE_TRIGGERS_NOCASE, windows=WINDOW_TRIGGERS, steps=STEP_TRIGGERS,
-        steps_nocase=STEP_TRIGGERS_NOCASE, weak_steps_nocase=WEAK_STEP_TRIGGERS_NOCASE)
+        steps_nocase=STEP_TRIGGERS_NOCASE, weak_steps_nocase=WEAK_STEP_TRIGGERS_NOCASE,
+        weak_events=WEAK_EVENT_TRIGGERS,
+        error_events=sorted({t for f in fmts.FORMATS if f.level == "error" for t in f.triggers} | set(LINE_TRIGGERS)
+                            | set(WINDOW_TRIGGERS)))
 
 
 def _line_source(source: Source, stats: textio.ReadStats):

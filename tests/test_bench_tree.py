@@ -166,3 +166,16 @@ def test_grep_pattern_is_the_prefilter_trigger_set():
     assert set(textlog._prefilter_triggers().pattern_text) <= set(words)
     assert "step" not in words and "{'" not in words
     assert {"step", "Step", "{'"} <= set(run.wide_trigger_set())
+
+
+@pytest.mark.parametrize("mix", ["realistic", "nccl", "redraw", "hfdict", "warning", "short", "errors"])
+def test_every_line_mix_keeps_the_planted_verdict_with_bounded_tables(tmp_path, mix):
+    import mix_tree
+    m = mix_tree.make_mix_tree(str(tmp_path / "t"), mix, ranks=4, size=3 * make_tree.MIB)
+    a = postmortem.analyze(str(tmp_path / "t"), quiet=True)
+    assert (a.verdict.category, a.verdict.culprit_ranks) == ("gpu_oom", [m["culprit_rank"]])
+    t = a.tables
+    # a fixed budget per rank: rows follow the ranks, not the ~5,000 lines of each kind every rank printed
+    assert t.steps.groupby("rank").size().max() < 80
+    assert len(t.events) < 4 * 600 and len(t.tracebacks) < 4 * 300
+    assert len(a.to_json()) < 100_000

@@ -175,21 +175,20 @@ def _scan_items(path, fast: bool, monkeypatch):
                                   "[W reducer.cpp:1] Warning: x", "Loss is NaN at step 12, TIMEOUT"])
 def test_long_bar_lines_skip_normalising_and_give_what_the_key_path_gives(tmp_path, monkeypatch, glued):
     """The fast matcher judges a long redraw line on its raw bytes; an event anywhere in it still sends it down the
-    exact path, so the handed-over lines are the same with and without Hyperscan."""
+    exact path, so the handed-over event lines are the same with and without Hyperscan, and so is the last step
+    (the progress samples in between may differ: one path samples by bar bytes, the other by file bytes)."""
     body = "".join(_bar(n) for n in range(1, 10001))
     mid = "".join(_bar(n) for n in range(10001, 20001))
     p = tmp_path / "rank5.log"
     p.write_text("start\n" + body + ("\r" + glued if glued else "") + mid + "\nend step 3\n", encoding="utf-8")
     trig = textlog._prefilter_triggers()
-    calls = []
-    real = prefilter.Triggers.long_line_flags
-    monkeypatch.setattr(prefilter.Triggers, "long_line_flags", lambda self, line: calls.append(real(self, line))
-                        or calls[-1])
     fast, lines_fast = _scan_items(p, True, monkeypatch)
     slow, lines_slow = _scan_items(p, False, monkeypatch)
-    assert fast == slow and lines_fast == lines_slow == 3
-    assert calls and (calls[0] is None) == bool(glued)   # the event line goes the exact way, a bare bar line does not
-    if glued:
+    assert [i for i in fast if not i[2]] == [i for i in slow if not i[2]] and lines_fast == lines_slow == 3
+    assert len(fast) <= prefilter.MAX_SAMPLES + 6
+    for items in (fast, slow):
+        assert any("20000/20000" in text for _, text, steps_only in items if steps_only)  # the last step, exact
+    if glued and "Warning" not in glued:  # a bare warning far from any traceback frame is no event in a big file
         assert any(glued.split(":")[0] in text for _, text, steps_only in fast if not steps_only)
     assert trig.fast_events() is not None
 
@@ -234,7 +233,7 @@ def _random_log(rng) -> bytes:
 
 @pytest.mark.skipif(not prefilter.literal_scan.available(), reason="hyperscan not installed")
 @pytest.mark.parametrize("seed", range(24))
-def test_random_big_logs_give_the_same_lines_on_the_fast_and_the_exact_path(tmp_path, monkeypatch, seed):
+def test_random_big_logs_give_the_same_event_lines_on_the_fast_and_the_exact_path(tmp_path, monkeypatch, seed):
     import random
     p = tmp_path / "rank3.log"
     p.write_bytes(_random_log(random.Random(seed)))
@@ -248,6 +247,11 @@ def test_random_big_logs_give_the_same_lines_on_the_fast_and_the_exact_path(tmp_
             monkeypatch.setattr(prefilter, "SPAN_MIN", 1 << 40)  # and every line copied out, as before spans
         stats = textio.ReadStats()
         sc = prefilter.LineScanner(str(p), stats, max(p.stat().st_size, prefilter.SUMMARY_MIN_BYTES), trig)
-        outs.append((list(sc), stats.lines, sc.nccl_counts, sc.sampled))
-    assert outs[0] == outs[1]
+        items = list(sc)
+        outs.append(([i for i in items if not i[2]], stats.lines, sc.nccl_counts))
+        assert len([i for i in items if i[2]]) <= 4 * prefilter.MAX_SAMPLES + 2 * len(outs[-1][0])
+    # whole-block scanning hands over exactly the event lines a line-by-line judge does (it counts NCCL INFO lines
+    # in the head only)
+    assert outs[0][:2] == outs[1][:2]
+    assert all(outs[0][2][k] <= outs[1][2][k] for k in outs[1][2])
     assert outs[0][1] == textio.count_lines(str(p))
