@@ -27,7 +27,7 @@ PREFIX_DEFS: list[dict] = [
     {"name": "wrapper_stream", "pattern": r"(?:stderr|stdout): ",
      "samples": [("stderr: ERROR:torch.distributed.elastic.multiprocessing.api:failed", {})]},
     {"name": "iso_timestamp",
-     "pattern": r"\[?(?P<ts>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?(?: \|)?\s+",
+     "pattern": r"\[?(?P<ts>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?(?: \|)?[ \t]",
      "samples": [("[2024-05-08 08:47:31,261] torch.distributed.elastic.multiprocessing.api: [WARNING] x",
                   {"ts": "2024-05-08 08:47:31,261"}),
                  ("2023-07-26 04:37:11.717 | INFO     | utils.train:start:110 - x", {"ts": "2023-07-26 04:37:11.717"})]},
