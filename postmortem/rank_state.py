@@ -108,7 +108,7 @@ def _exit_of(details: dict, kind: str, message: str) -> str | None:
     sig = details.get("signal")
     if sig:
         return str(sig)
-    for key in ("exitcode", "code", "code2", "code3", "code4", "code5"):
+    for key in ("exitcode", "code", "code2", "code3", "code4", "code5", "code6"):
         v = details.get(key)
         if v is not None and str(v) not in ("", "None"):
             v = str(v)
@@ -233,11 +233,15 @@ def rank_state(tables) -> pd.DataFrame:
         row(r).update(first_error=text, first_error_ts=t, first_error_at=at)
 
     # exit: launcher summaries, error files, shell lines
-    if len(ev):
-        ex = ev[ev["kind"].isin(["torchrun_failure", "exit", "killed", "fatal_signal"])]
+    allev = tables.events
+    if len(allev):
+        ex = allev[allev["kind"].isin(["torchrun_failure", "exit", "killed", "fatal_signal"])]
         for rec in ex.itertuples(index=False):
             code = _exit_of(rec.details or {}, rec.kind, str(rec.message))
-            rr = row(rec.rank)
+            r = rec.rank if pd.notna(rec.rank) else (rec.details or {}).get("task")  # srun names the task
+            if r is None or (not isinstance(r, (int, str)) and pd.isna(r)) or not str(r).isdigit():
+                continue
+            rr = row(int(r))
             if code and ("exit" not in rr or rr["exit"] == "code 0"):
                 rr.update(exit=code, exit_at=_at(rec.source, rec.line))
 

@@ -120,6 +120,10 @@ def finding_sentence(f: Finding) -> str:
     if cat == "ddp_usage_error":
         return (f"DDP {hedge}stopped {whose if f.culprit_ranks else 'the job'}{step} because some parameters got no "
                 "gradient in an iteration (unused or mismatched parameters).")
+    if cat == "rank_crash" and f.rule == "rank-exited-silently":
+        code = re.search(r"exited \(([^)]*)\)", f.title)
+        after = f", and {_others(f)} lost it" if f.affected_ranks else ""
+        return f"{who} {hedge}exited ({code.group(1) if code else 'non-zero'}) without an exception{step}{after}."
     if cat == "rank_crash":
         exc = _exception(f)
         with_exc = f" with {exc}" if exc else " with an exception"
@@ -197,6 +201,10 @@ def finding_sentence_zh(f: Finding) -> str:
         return f"{on}损失{hedge}{step}变为 NaN 或 Inf，训练无法恢复。"
     if cat == "ddp_usage_error":
         return f"DDP {hedge}{step}报错停止：某次迭代中有参数没有得到梯度（未使用或不匹配的参数）。"
+    if cat == "rank_crash" and f.rule == "rank-exited-silently":
+        code = re.search(r"exited \(([^)]*)\)", f.title)
+        return f"{who}{hedge}{step}未抛出异常就退出了（{code.group(1) if code else '非零退出'}）" + (
+            f"，{others}随之失去连接" if f.affected_ranks else "") + "。"
     if cat == "rank_crash":
         exc = _exception(f)
         after = f"，{others}随之停止" if f.affected_ranks else ""

@@ -546,6 +546,8 @@ ADVICE: dict[str, dict[str, str]] = {"zh": {
                           "这是真正的卡死，调大超时只会推迟同样的失败。",
     "peer-exited-while-waiting": "确保所有 rank 执行相同次数的迭代后再一起退出（DistributedSampler(drop_last=True)、"
                                  "DDP join()），不要让某个 rank 提前 break 或 return。",
+    "rank-exited-silently": "查明该 rank 为何退出：代码里带错误码的显式退出、原生代码崩溃（用 PYTHONFAULTHANDLER=1 "
+                            "查看位置），或被外部杀死（dmesg、调度器日志）。",
     "straggler-busy-rank": "把这段只在一个 rank 上执行的长时间工作移出集合通信的等待窗口：离线或在 init_process_group "
                            "之前完成并缓存，或把工作分摊到所有 rank；确属必要的长时间工作才需要调大超时"
                            "（init_process_group(timeout=...)）。",

@@ -308,3 +308,39 @@ def test_a_busy_gpu_or_a_full_job_is_not_held_elsewhere(tmp_path):
             "already allocated; 80.00 MiB free; 9.40 GiB reserved in total by PyTorch)\n")
     a = _run(tmp_path, {"nvidia-smi.txt": busy, "train.log": full})
     assert not any(f.rule == "gpu-memory-held-elsewhere" for f in a.finding_list)
+
+
+# ---- 10. a rank that exits without an exception while its peers lose it
+
+EXITED = {
+    "torchrun_summary": ("[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed "
+                         "by peer [127.0.0.1]:28873\n"
+                         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+                         "============================================================\n"
+                         "train.py FAILED\n------------------------------------------------------------\n"
+                         "Failures:\n  <NO_OTHER_FAILURES>\n------------------------------------------------------------\n"
+                         "Root Cause (first observed failure):\n[0]:\n  time      : 2024-01-01_10:00:00\n"
+                         "  host      : node1\n  rank      : 1 (local_rank: 1)\n  exitcode  : 3 (pid: 4242)\n"
+                         "  error_file: <N/A>\n============================================================\n", 1),
+    "srun": ("0: [E ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, "
+             "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600100 milliseconds before timing out.\n"
+             "1: step 9 loss 0.3\n0: step 9 loss 0.3\n"
+             "srun: error: node12: task 1: Exited with exit code 2\n", 1),
+    "segfault_summary": ("[rank1]: RuntimeError: Connection reset by peer\n"
+                         "Root Cause (first observed failure):\n[0]:\n  rank      : 2 (local_rank: 2)\n"
+                         "  exitcode  : -11 (pid: 77)\n", 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXITED))
+def test_a_rank_that_exits_silently_is_the_culprit(tmp_path, name):
+    text, culprit = EXITED[name]
+    a = _run(tmp_path, {"console.log": text})
+    assert a.verdict.culprit_ranks == [culprit], a.verdict
+    assert a.verdict.confidence < 0.8
+
+
+def test_a_rank_that_raised_is_not_silent(tmp_path):
+    text = EXITED["torchrun_summary"][0].replace("Failures:", "[rank1]: ValueError: bad sample\nFailures:")
+    a = _run(tmp_path, {"console.log": text})
+    assert not any(f.rule == "rank-exited-silently" for f in a.finding_list)

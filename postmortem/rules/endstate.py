@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from postmortem.findings import Finding
+from postmortem.findings import Evidence, Finding
 from postmortem.rules import facts, rule
 
 WAIT_KINDS = ("watchdog_timeout", "collective_timeout", "watchdog_status", "store_error")
@@ -103,3 +103,51 @@ def first_collective(tables):
                                 "at a time; set NCCL_DEBUG=INFO to see the transport each peer pair uses.",
                     affected_ranks=waiting, evidence=facts.evidence_from(waits, 4),
                     order=facts.order_key(waits.iloc[0]), explains=("collective_timeout", "rank_crash", "unknown"))]
+
+
+_LAUNCHER_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "code 0")
+
+
+@rule(id="rank-exited-silently", title="A rank exited without an exception while its peers lost it",
+      category="rank_crash", severity="error",
+      description="A rank's process ended with a non-zero exit code or a fatal signal and printed no Python "
+                  "exception, while its peers report the connection to it closed or time out waiting for it: the "
+                  "rank that left is the cause (os._exit / sys.exit with an error code, a C++ abort, a segfault), "
+                  "the peers' errors are the cascade.",
+      remediation="Look at what the exiting rank ran last (its last lines, a core dump, faulthandler output): an "
+                  "explicit exit in the code, a native crash (run with PYTHONFAULTHANDLER=1), or an external kill.",
+      false_positives=("A rank killed from outside (scheduler, OOM killer: SIGKILL is left to the host OOM rule).",))
+def rank_exited_silently(tables):
+    ranks = tables.frames.get("ranks")
+    if ranks is None or ranks.empty:
+        return []
+    gone = ranks[ranks["exit"].notna() & ~ranks["exit"].isin(list(_LAUNCHER_SIGNALS) + ["SIGKILL"])
+                 & ranks["first_error"].isna()]
+    if gone.empty or len(gone) * 2 > len(ranks):
+        return []
+    others = ranks[~ranks["rank"].isin(gone["rank"])]
+    lost = others[others["waiting"] | others["first_error"].fillna("").str.contains(
+        r"(?i)closed|reset by peer|timed? ?out|broken pipe|collective_error|watchdog")]
+    if lost.empty:
+        return []
+    culprits = [int(r) for r in gone["rank"]]
+    g = gone.iloc[0]
+    exits = ", ".join(f"rank {int(r)}: {e}" for r, e in zip(gone["rank"], gone["exit"]))
+    src, _, line = str(g["exit_at"] or "").rpartition(":")
+    evidence = [Evidence(src or str(g["exit_at"]), int(line) if line.isdigit() else None, int(g["rank"]),
+                         f"rank {int(g['rank'])} exit: {g['exit']} (no Python exception)")]
+    evidence += [Evidence(*(str(r["first_error_at"]).rpartition(":")[::2] if r["first_error_at"] else ("?", None)),
+                          int(r["rank"]), str(r["first_error"] or "waiting in a collective")[:200])
+                 for _, r in lost.head(2).iterrows()]
+    for e in evidence:
+        e.line = int(e.line) if isinstance(e.line, str) and e.line.isdigit() else (e.line if isinstance(e.line, int) else None)
+    return [Finding(rule="rank-exited-silently", category="rank_crash", confidence=0.55, severity="error",
+                    title=f"Rank {culprits[0]} exited ({g['exit']}) without an exception",
+                    explanation=(f"The launcher reports {exits}, and no Python exception was printed by "
+                                 f"{'that rank' if len(culprits) == 1 else 'those ranks'}; the other ranks then lost "
+                                 "their connection to it or timed out waiting. The rank that left is the cause; "
+                                 "their errors follow from it."),
+                    remediation="Find why that rank exited: an explicit exit with an error code, a native crash "
+                                "(PYTHONFAULTHANDLER=1 shows where), or a kill from outside (dmesg, the scheduler).",
+                    culprit_ranks=culprits, affected_ranks=[int(r) for r in lost["rank"]], evidence=evidence[:4],
+                    order=(1, float("inf")), explains=("collective_timeout", "nccl_error", "unknown"))]
