@@ -85,7 +85,8 @@ def stopped_short(tables) -> pd.Series | None:
     ev = tables.events
     if len(ev) and (ev["kind"] == "end_marker").any():
         return None
-    last = st.sort_values(["source", "line"]).groupby(["source", "desc"], dropna=False).tail(1)
+    # the last training progress of each file: earlier bars (an epoch's, a sanity check's) were superseded
+    last = st.sort_values(["source", "line"]).groupby("source").tail(1)
     for _, row in last.iterrows():
         total = row["total"]
         if pd.notna(total) and total > 0 and row["step"] < SHORT_STOP * total:
