@@ -87,6 +87,8 @@ def _times(values: pd.Series) -> pd.Series:
     """UTC datetimes in one unit for every table (pandas would pick s or us per table from the values)."""
     # Each line's own format: inferring one format from the first value would turn every other shape (an ISO `T…Z`
     # stamp after a `2024-05-01 10:00:00` one) into NaT. ISO first (fast), then the rest one by one.
+    # (numbers are no times here: a hostile file could put one where a stamp goes)
+    values = values.map(lambda v: v if v is None or isinstance(v, (str, pd.Timestamp)) else None)
     ts = pd.to_datetime(values, utc=True, errors="coerce", format="ISO8601")
     rest = ts.isna() & values.notna()
     if rest.any():
