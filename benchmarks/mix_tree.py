@@ -60,7 +60,7 @@ def _nccl_lines(rnd: random.Random, n: int) -> list[str]:
         elif k < 8:
             out.append(f"\x01HP\x01 [\x01LR\x01] NCCL INFO Ring {c:02d} : {peer} -> \x01RK\x01 -> {peer + 1}\n")
         elif k < 9:
-            out.append(f"\x01HP\x01 [\x01LR\x01] NCCL INFO Connected all rings\n")
+            out.append("\x01HP\x01 [\x01LR\x01] NCCL INFO Connected all rings\n")
         else:
             out.append(f"\x01HP\x01 [\x01LR\x01] NCCL INFO {32 + c} coll channels, 0 nvls channels, {c} p2p "
                        f"channels, 2 p2p channels per peer\n")

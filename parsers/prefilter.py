@@ -1,21 +1,31 @@
 """Bytes-level prefilter for big text logs: read a file once in chunks and hand the line parser only the lines that
 can yield a row; progress bars and step lines become a bounded sample, NCCL INFO topology lines become counts.
 
-How a line is judged without running the parser's regex cascade on it: its *shape key* is the line with digits,
-blanks and progress-bar glyphs deleted (`bytes.translate`, C speed). Lines of one shape share a key (every tqdm
-redraw of a bar, every `Channel 03/0 : 5[5] -> 6[6] via P2P/IPC/read`), so the key is classified once and the
-verdict memoised. Deleting bytes maps an occurrence of a trigger inside the line to an occurrence of the equally
-normalised trigger inside the key, so a line that contains a trigger is never skipped.
+Big files (SUMMARY_MIN_BYTES and more) with Hyperscan installed are scanned block by block (`_scan_blocks`): one
+Hyperscan pass over each 1 MiB block finds every trigger (the literals of every declared line format, the line
+parser's own words, NCCL facts, window openers); only the lines holding one go through the per-line judge `_one`.
+The lines in between are never split: numpy's index of the block's line breaks numbers them, progress is sampled
+at byte strides, and the last progress/step line before an error line and at the end is searched for backwards
+when it is needed (`_resolve`). Repeated event lines are capped per shape (informational) or per shape and rank
+(errors), the latest of each kept; a block dense with triggers (an error flood) is walked line by line with a
+dict lookup for the capped shapes (`_dense`).
+
+The per-line judge: a line's *shape key* is the line with digits, blanks and progress-bar glyphs deleted
+(`bytes.translate`, C speed). Lines of one shape share a key (every tqdm redraw of a bar, every
+`Channel 03/0 : 5[5] -> 6[6] via P2P/IPC/read`), so the key is classified once and the verdict memoised. Deleting
+bytes maps an occurrence of a trigger inside the line to an occurrence of the equally normalised trigger inside the
+key, so a line that contains a trigger is never skipped.
 
 A line with none of the parser's triggers is skipped: it could not yield a row. Files smaller than
-SUMMARY_MIN_BYTES are otherwise handed over exactly as a line-by-line reader would (every progress, step and NCCL
-line included). Bigger files are summarised:
+SUMMARY_MIN_BYTES are handed over exactly as a line-by-line reader would (every progress, step and NCCL line
+included). Bigger files are summarised (line by line by their keys where Hyperscan is missing, with the same event
+lines as the block scan):
 - a line with an event trigger is handed over whole; a long `\\r`-joined line only with its trigger segments
   (a run of equal-shape segments as its first and last one; the redraws of one bar, e.g. a sampling bar, as
-  its first redraw and the step row of its last);
+  its first redraw and the step row of its last); a bare `Warning` only within reach of a traceback frame;
 - progress-bar lines and step lines (HF log dicts, `step N | loss`, Megatron iterations) are sampled at a byte
-  stride (about MAX_SAMPLES per file), plus the last one of each output stream before every handed-over line and at
-  the end of the file, so the step of death and each rank's last step are exact;
+  stride (about MAX_SAMPLES per file), plus the last ones of each output stream before every error line and at
+  the end of the file, so the step of death and each rank's last step are kept;
 - NCCL INFO lines are counted by kind (channel, ring, trees, other) except the ones that carry facts
   (communicator init, version, network, error trails), which are handed over;
 - traceback frames and torchrun summary blocks open a window of following lines handed over unconditionally.
