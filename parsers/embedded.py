@@ -1,8 +1,11 @@
-"""Structured dumps inside an ordinary log: an nvidia-smi table, a gdb session, a py-spy dump, `free`/`vmstat` snapshots printed
-into the same console (or captured after start-up output), which the file's first bytes did not announce.
+"""Structured dumps inside an ordinary log: an nvidia-smi table, a gdb session, a py-spy dump (with or without its
+header), `free`/`vmstat` snapshots printed into the same console or captured after start-up output, which the
+file's first bytes did not announce.
 
-(py-spy dumps too.) A raw byte scan finds their markers; only then is the file read again by the dump's own parser, and only that
-parser's structured rows (GPU rows, stacks, memory samples) are kept: the log's lines stay the line parser's.
+Small files are scanned here for the dumps' markers; in big files the line parser meets the marker lines (they are
+triggers of the whole-file scan, so ordinary logs pay nothing) and calls `read_dumps`. Only then is the file read
+again by the dump's own parser, and only that parser's structured rows (GPU rows, stacks, memory samples) are kept:
+the log's lines stay the line parser's.
 """
 from __future__ import annotations
 
@@ -12,52 +15,56 @@ from parsers.base import ParseResult, register
 from postmortem import textio
 from postmortem.discover import Source
 
-_CHUNK = 4 * 1024 * 1024
-# (a literal every match holds, the marker regex, the parser that reads it): the regex runs only on a chunk that
-# holds the literal, so an ordinary log costs one C-speed `in` per literal and chunk.
-_MARKERS = [
-    (b"NVIDIA-SMI ", re.compile(rb"NVIDIA-SMI \d"), "nvidia_smi"),
-    (b"(gdb) ", re.compile(rb"(?m)^(?:\S+ )?\(gdb\) (?:bt|py-bt|thread apply all)"), "stack_dump"),
-    (b"Mem: ", re.compile(rb"(?m)^(?:\S+ ){0,2}Mem: +\d+ +\d+ +\d+"), "host_memory"),
-    (b"Thread ", re.compile(rb"(?m)^(?:\S+ ){0,3}Thread (?:0x[0-9A-Fa-f]+|\d+) \((?:idle|active|gil)"), "pyspy"),
+SMALL = 4 * 1024 * 1024  # files up to this size are scanned here; bigger ones through the line parser's triggers
+# (a literal every marker line holds: a trigger of the line parser too, the marker regex, the dump kind)
+MARKERS = [
+    ("NVIDIA-SMI ", re.compile(r"NVIDIA-SMI \d"), "nvidia_smi"),
+    ("(gdb) ", re.compile(r"^(?:\S+ )?\(gdb\) (?:bt|py-bt|thread apply all)"), "stack_dump"),
+    ("Mem: ", re.compile(r"^(?:\S+ ){0,2}Mem: +\d+ +\d+ +\d+"), "host_memory"),
+    ("Thread ", re.compile(r"^(?:\S+ ){0,3}Thread (?:0x[0-9A-Fa-f]+|\d+) \((?:idle|active|gil)"), "pyspy"),
 ]
+# py-spy frames pasted without their header: two `func (file.py:N)` lines in a row (small files only: such
+# excerpts are pasted, and `.py:` is on every warning line of a big log)
+_HEADLESS = re.compile(rb"\.pyx?:\d+\)[ \t]*(?:#[^\n]*)?\n[ \t]*[\w.<>]+ +\([\w./<> -]+\.pyx?:\d+\)[ \t]*(?:#[^\n]*)?\n")
 _KEEP = {"nvidia_smi": ("gpu",), "stack_dump": ("stacks",), "host_memory": ("events",), "pyspy": ("stacks",)}
 
 
-def _kinds_in(path: str) -> list[str]:
-    """The dump kinds whose markers occur anywhere in the file (one streamed pass, bounded memory)."""
-    found: list[str] = []
-    tail = b""
+def marker_kind(line: str) -> str | None:
+    """The dump kind a log line starts (or None): for the line parser, on the lines its triggers hand over."""
+    for literal, rx, kind in MARKERS:
+        if literal in line and rx.search(line.strip()):
+            return kind
+    return None
+
+
+def _kinds_in_small(path: str) -> list[str]:
     try:
-        with textio.open_binary(path) as fh:
-            while len(found) < len(_MARKERS):
-                chunk = fh.read(_CHUNK)
-                if not chunk:
+        data = textio.read_bounded(path, SMALL + 1)
+    except (OSError, textio.InputProblem):
+        return []
+    found = []
+    for line_literal, rx, kind in MARKERS:
+        literal = line_literal.encode()
+        if literal in data and kind not in found:
+            for ln in data.split(b"\n"):
+                if literal in ln and rx.search(ln.decode("utf-8", "replace").strip()):
+                    found.append(kind)
                     break
-                data = tail + chunk
-                for literal, rx, kind in _MARKERS:
-                    if kind not in found and literal in data and rx.search(data):
-                        found.append(kind)
-                tail = data[-256:]
-    except (OSError, EOFError, textio.InputProblem):
-        return found
+    if "pyspy" not in found and b".py:" in data and _HEADLESS.search(data):
+        found.append("pyspy")
     return found
 
 
-@register("rank_log")
-def parse_embedded_dumps(source: Source) -> ParseResult:
-    """Rows of the structured dumps found inside a log file (GPU snapshots, native stacks, memory samples)."""
-    result = ParseResult()
-    kinds = _kinds_in(source.path)
-    if not kinds:
-        return result
+def read_dumps(source: Source, kinds) -> ParseResult:
+    """Rows of the given dump kinds in a log file, each read by that dump's own parser."""
     from parsers.host_memory import parse_host_memory
     from parsers.nvidia_smi import parse_nvidia_smi
     from parsers.pyspy import parse_pyspy_text
     from parsers.stackdump import parse_stack_dump
     parsers = {"nvidia_smi": parse_nvidia_smi, "stack_dump": parse_stack_dump, "host_memory": parse_host_memory,
                "pyspy": parse_pyspy_text}
-    for kind in kinds:
+    result = ParseResult()
+    for kind in dict.fromkeys(kinds):
         sub = parsers[kind](source)
         for table in _KEEP[kind]:
             for row in sub.rows.get(table, []):
@@ -65,3 +72,12 @@ def parse_embedded_dumps(source: Source) -> ParseResult:
                     continue
                 result.add(table, row)
     return result
+
+
+@register("rank_log", "nccl_log", "unknown")
+def parse_embedded_dumps(source: Source) -> ParseResult:
+    """Rows of the structured dumps found inside a small log file (big ones: see the line parser)."""
+    if source.bytes > SMALL or source.compression:
+        return ParseResult()
+    kinds = _kinds_in_small(source.path)
+    return read_dumps(source, kinds) if kinds else ParseResult()

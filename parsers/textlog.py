@@ -9,7 +9,7 @@ import regex
 from parsers import formats as fmts
 from parsers import prefilter
 from parsers.base import ParseResult, register
-from parsers import learned_prefix
+from parsers import embedded, learned_prefix
 from parsers.prefixes import strip_prefixes
 from parsers.steps import parse_step
 from postmortem import textio
@@ -77,7 +77,7 @@ SCHEME_SAMPLE = 400
 # contains a format trigger (parsers.formats) or one of these; the rest is skipped unread.
 LINE_TRIGGERS = ["Traceback (most recent call last)", 'File "', "During handling of the above exception",
                  "The above exception was the direct cause", "Error", "Exception", "Exit", "Interrupt", "Failure",
-                 "Timeout", "Fault", "Warning", "GLOBAL_RANK"]
+                 "Timeout", "Fault", "Warning", "GLOBAL_RANK"] + [m[0] for m in embedded.MARKERS]
 # EXC_RE's `...Warning` types yield a row only where they close an open traceback (a bare warning line is no
 # exception): a big file hands them over only within reach of a traceback frame.
 WEAK_EVENT_TRIGGERS = ["Warning"]
@@ -456,6 +456,7 @@ def parse_textlog(source: Source) -> ParseResult:
     # echo, and `File "..."` frames are not a raised exception. Only failure lines (py-spy's own errors) count.
     dump = source.kind in ("pyspy", "stack_dump")
     plain, waited = None, False
+    big, dump_kinds = source.bytes > embedded.SMALL or bool(source.compression), set()
     for lineno, raw, steps_only in items:
         segments = raw.split("\r") if "\r" in raw else [raw]
         if ".cpp:" in raw or "Traceback (" in raw:
@@ -505,6 +506,10 @@ def parse_textlog(source: Source) -> ParseResult:
                     _nccl_row(result, source, lineno, nm, ctx, hostpid_rank)
                     if nm.group("level") != "WARN":
                         continue
+            if big and not dump:
+                kind = embedded.marker_kind(message)
+                if kind:
+                    dump_kinds.add(kind)
             hits = fmts.match_line(message)
             if not hits and not dump and _plain_line(message):
                 plain = (lineno, message, rank, ctx)  # what the job printed last before anything happened
@@ -561,6 +566,8 @@ def parse_textlog(source: Source) -> ParseResult:
             _collective_row(result, source, lineno, ctx, row["kind"], row["details"])
     tbs.finish()
     summary.finish()
+    if dump_kinds:  # dumps inside a big log (small ones are read by parsers.embedded directly)
+        result.merge(embedded.read_dumps(source, sorted(dump_kinds)))
     for row in steps.rows():
         result.add("steps", row)
     if dropped:

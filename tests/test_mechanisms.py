@@ -344,3 +344,36 @@ def test_a_rank_that_raised_is_not_silent(tmp_path):
     text = EXITED["torchrun_summary"][0].replace("Failures:", "[rank1]: ValueError: bad sample\nFailures:")
     a = _run(tmp_path, {"console.log": text})
     assert not any(f.rule == "rank-exited-silently" for f in a.finding_list)
+
+
+# ---- 11. dumps inside logs: read wherever they sit, in small and big files
+
+NOISE = "".join(f"node1:42:43 [0] NCCL INFO Channel {i:02d}/0 : 0[0] -> 1[1] via P2P/IPC\n" for i in range(40))
+PYSPY = ('Process 4242: python train.py\nPython v3.11.7 (/usr/bin/python3)\n\nThread 4242 (idle): "MainThread"\n'
+         "    _publish (wandb/sdk/interface/interface_sock.py:45)\n    log (wandb/sdk/wandb_run.py:1800)\n"
+         "    main (train.py:40)\n    <module> (train.py:50)\n")
+GDB = ("(gdb) py-bt\nTraceback (most recent call first):\n  File \"/usr/lib/python3.10/threading.py\", line 320, in wait\n"
+       "  File \"/usr/lib/python3.10/site-packages/torch/utils/data/_utils/pin_memory.py\", line 52, in _pin_memory_loop\n")
+
+
+@pytest.mark.parametrize("where", ["small", "big"])
+def test_pyspy_dump_inside_a_log_is_read(tmp_path, where):
+    pad = NOISE * (1 if where == "small" else 1800)  # the big one is past parsers.embedded.SMALL
+    a = _run(tmp_path, {"rank0.log": pad + PYSPY + "step 5 loss 0.1\n"})
+    assert len(a.tables.stacks) >= 1
+    assert a.verdict.category == "logging_blocking"
+
+
+def test_smi_table_after_startup_output_is_read(tmp_path):
+    a = _run(tmp_path, {"gpu.txt": NOISE + SMI_ORPHAN})
+    assert len(a.tables.gpu) == 1
+
+
+def test_gdb_session_inside_a_log_is_read(tmp_path):
+    a = _run(tmp_path, {"hang.log": NOISE + GDB})
+    assert len(a.tables.stacks) >= 1
+
+
+def test_words_of_a_dump_in_prose_are_no_dump(tmp_path):
+    a = _run(tmp_path, {"job.log": "Thread 5 started for prefetching\nMem: plenty\n(see NVIDIA-SMI docs)\nstep 1 loss 0.3\n"})
+    assert a.tables.stacks.empty and a.tables.gpu.empty
