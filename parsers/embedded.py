@@ -15,7 +15,7 @@ from parsers.base import ParseResult, register
 from postmortem import textio
 from postmortem.discover import Source
 
-SMALL = 4 * 1024 * 1024  # files up to this size are scanned here; bigger ones through the line parser's triggers
+SMALL = 256 * 1024  # files up to this size are scanned here; bigger ones through the line parser's triggers
 # (a literal every marker line holds: a trigger of the line parser too, the marker regex, the dump kind)
 MARKERS = [
     ("NVIDIA-SMI ", re.compile(r"NVIDIA-SMI \d"), "nvidia_smi"),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 MAX_TOKENS = 6
 MIN_SHARE = 0.6
+HEAD = 64          # lines a prefix is learned from
 
 _TS = re.compile(r"^[\[(]?(?:\d{4}[-/]\d\d[-/]\d\d(?:[T _]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?)?"
                  r"|\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?[\])]?:?$")
@@ -25,13 +26,15 @@ _DIGIT = re.compile(r"\d+")
 
 def _token_class(tok: str) -> str | None:
     """The collector role of one token (its shape, for comparing lines), or None when it cannot be a prefix."""
+    if not tok or len(tok) > 64:
+        return None
     if _TS.match(tok):
         return "ts"
     if _RANK.match(tok):
         return "rank"
     if _SEPARATOR.match(tok):
         return "sep:" + tok
-    if _ID.match(tok) and any(c.isdigit() for c in tok):
+    if _DIGIT.search(tok) and _ID.match(tok):
         return "id"
     return None
 
@@ -65,8 +68,11 @@ class LearnedPrefix:
 
 def learn(head_lines: list[str]) -> LearnedPrefix | None:
     """The collector prefix most of these lines share, or None (fewer than 3 lines, or no shared run)."""
-    lines = [ln for ln in head_lines if ln.strip()]
+    lines = [ln for ln in head_lines[:HEAD] if ln.strip()]
     if len(lines) < 3:
+        return None
+    # Cheap first look: most lines must start with a token a collector writes, or there is nothing to learn.
+    if sum(_token_class(ln.split(" ", 1)[0]) is not None for ln in lines) < MIN_SHARE * len(lines):
         return None
     if sum(ln.count(", ") >= 3 for ln in lines) * 5 >= len(lines) * 3:
         return None  # comma-separated rows (nvidia-smi --query CSV): a leading time is a column, not a stamp

@@ -137,8 +137,9 @@ def rank_state(tables) -> pd.DataFrame:
         df = _ranked(tables[name])
         if df.empty:
             continue
-        for r, h in df.groupby("rank")["host"].agg(lambda s: s.dropna().mode().iloc[0] if s.notna().any() else None).items():
-            if h is not None:
+        hosts = df[df["host"].notna()]
+        if len(hosts):
+            for r, h in hosts.groupby("rank")["host"].first().items():  # the first host a rank's lines name
                 row(r).setdefault("host", h)
         if df["ts"].notna().any():
             for r, t in df.groupby("rank")["ts"].max().items():

@@ -295,7 +295,8 @@ def _work_evidence(tables, waits: pd.DataFrame):
     # Work that was over before the wait is not what the others waited for: a bar that reached its total, or one
     # followed by training progress in the same file (start-up shard loading, an earlier evaluation).
     work = work[work["total"].isna() | (work["step"] < work["total"])] if len(work) else work
-    work = work[[not _trained_after(st, src, line) for src, line in zip(work["source"], work["line"])]]
+    last_train = _last_train_line(st)
+    work = work[[not (pd.notna(ln) and ln < last_train.get(src, -1)) for src, ln in zip(work["source"], work["line"])]]
     if work.empty:
         return None
     w = work.sort_values("step").iloc[-1]
@@ -304,12 +305,12 @@ def _work_evidence(tables, waits: pd.DataFrame):
     return (Evidence(w["source"], facts._int(w["line"]), facts._int(w["rank"]), f"{desc}{frac}"), f"'{desc}'{frac}")
 
 
-def _trained_after(steps: pd.DataFrame, source, line) -> bool:
-    """Training progress follows this line in its file: whatever the line announced had ended."""
-    if steps.empty or line is None or pd.isna(line):
-        return False
-    later = steps[(steps["source"] == source) & (steps["line"] > line) & (steps["phase"] == "train")]
-    return len(later) > 0
+def _last_train_line(steps: pd.DataFrame) -> dict:
+    """Per file, the line of its last training progress row: work announced before it had ended."""
+    if steps.empty:
+        return {}
+    train = steps[(steps["phase"] == "train") & steps["line"].notna()]
+    return {k: int(v) for k, v in train.groupby("source")["line"].max().items()}
 
 
 def _line_before_wait(tables, waits: pd.DataFrame):
