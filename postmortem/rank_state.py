@@ -207,8 +207,7 @@ def rank_state(tables) -> pd.DataFrame:
             uf = stacks_mod.blocking_frame(rec.frames) or stacks_mod.last_user_frame(rec.frames) or {}
             rr = row(rec.rank)
             rr.update(stack_class=cls, stack_signature=rec.signature, stack_at=_at(rec.source, rec.line),
-                      stack_where=f"{uf.get('func')} ({stacks_mod.short_file(uf.get('file'))}:{uf.get('line')})"
-                      if uf else None)
+                      stack_where=_where(uf) if uf else None)
             if cls == "collective_wait":
                 rr["waiting"] = True
             act = _STACK_ACTIVITY.get(cls, "unknown")
@@ -256,6 +255,13 @@ def rank_state(tables) -> pd.DataFrame:
             out[col] = out[col].astype(object).where(out[col].notna(), None)
     out["waiting"] = out["waiting"].map(lambda v: v is True)
     return out
+
+
+def _where(frame: dict) -> str:
+    """`func (file:line)` of a Python frame; a native frame (or one without a line) by its name alone."""
+    if frame.get("native") or frame.get("line") is None:
+        return str(frame.get("func"))
+    return f"{frame.get('func')} ({stacks_mod.short_file(frame.get('file'))}:{frame.get('line')})"
 
 
 def describe(ranks: pd.DataFrame, r: int) -> str:

@@ -124,7 +124,7 @@ def traceback_stacks(stacks: pd.DataFrame, tracebacks: pd.DataFrame) -> pd.DataF
         if _TIMEOUT_MSG.search(str(tb.exc_message)[:300]) and stacks_mod.classify_frames(frames) != "collective_wait":
             # A collective that timed out raised inside C++ (DDP's gradient all-reduce in backward, a gloo wait):
             # the exception itself says where the rank was, so the stack says it too.
-            frames = [{"func": "c10d::Work::wait", "file": "(collective timeout raised here)", "line": None,
+            frames = [{"func": "c10d::Work::wait (the collective timed out inside C++)", "file": "", "line": None,
                        "native": True}] + list(frames)
         outer = str(frames[-1].get("func", ""))
         rows.append({"source": tb.source, "line": tb.line, "rank": tb.rank, "host": tb.host, "ts": tb.ts,
