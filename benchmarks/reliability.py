@@ -18,8 +18,9 @@ sys.path.insert(0, os.path.dirname(HERE))
 BUCKETS = [(0.0, 0.4), (0.4, 0.6), (0.6, 0.8), (0.8, 0.9), (0.9, 1.01)]
 
 
-def judge(path: str) -> tuple[bool, float, str]:
-    """(right, confidence, class) for one case folder, by the rule of shared/tools/score_corpus.py."""
+def judge(path: str) -> tuple[bool, float, str, str]:
+    """(right, confidence, class, what was said) for one case folder, by the rule of shared/tools/score_corpus.py
+    (tests/test_corpus.py uses it too)."""
     import postmortem
     expect = json.load(open(os.path.join(path, "case.json"), encoding="utf-8"))["expect"]
     a = postmortem.analyze(path, quiet=True)
@@ -31,7 +32,8 @@ def judge(path: str) -> tuple[bool, float, str]:
         ok = ok and v.confidence <= expect["max_confidence"]
     if expect.get("needs_gaps"):
         ok = ok and bool(a.evidence_gaps)
-    return ok, v.confidence, os.path.basename(path).split("__")[0]
+    said = f"{os.path.basename(path)}: {v.category}/{v.phase} {v.culprit_ranks} {v.confidence}"
+    return ok, v.confidence, os.path.basename(path).split("__")[0], said
 
 
 def main() -> int:
@@ -46,7 +48,7 @@ def main() -> int:
             continue
         for case in sorted(os.listdir(d)):
             if os.path.isfile(os.path.join(d, case, "case.json")):
-                rows.append((name, *judge(os.path.join(d, case))))
+                rows.append((name, *judge(os.path.join(d, case))[:3]))
     print("| confidence | verdicts | right | fraction right |")
     print("|---|---|---|---|")
     for lo, hi in BUCKETS:

@@ -6,12 +6,11 @@ shows, and we do not guess it), ../shared/realruns 9 real torchrun/gloo re-runs,
 incidents."""
 from __future__ import annotations
 
-import json
+import importlib.util
 import os
 
 import pytest
 
-import postmortem
 
 SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared")
 
@@ -24,17 +23,17 @@ def _cases(name):
 
 
 def _judge(path) -> tuple[bool, float, str]:
-    expect = json.load(open(os.path.join(path, "case.json"), encoding="utf-8"))["expect"]
-    a = postmortem.analyze(path, quiet=True)
-    v = a.verdict
-    ok = v.category in expect["categories"] and ("phase" not in expect or v.phase in expect["phase"])
-    if "culprit_ranks" in expect:
-        ok = ok and sorted(v.culprit_ranks) == sorted(expect["culprit_ranks"])
-    if "max_confidence" in expect:
-        ok = ok and v.confidence <= expect["max_confidence"]
-    if expect.get("needs_gaps"):
-        ok = ok and bool(a.evidence_gaps)
-    return ok, v.confidence, f"{os.path.basename(path)}: {v.category}/{v.phase} {v.culprit_ranks} {v.confidence}"
+    """The scoring rule, as benchmarks/reliability.py applies it (one implementation for both)."""
+    ok, conf, _, said = _reliability().judge(path)
+    return ok, conf, said
+
+
+def _reliability():
+    spec = importlib.util.spec_from_file_location(
+        "postmortem_bench_reliability", os.path.join(os.path.dirname(__file__), "..", "benchmarks", "reliability.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @pytest.mark.parametrize("name,minimum", [("corpus", 0.83), ("realruns", 1.0), ("seed-cases", 1.0)])
