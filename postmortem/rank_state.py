@@ -5,8 +5,6 @@ from (`*_at`: "source:line"), so a rule or a reader can go back to the line.
 """
 from __future__ import annotations
 
-import re
-
 import pandas as pd
 
 from postmortem import stacks as stacks_mod
@@ -46,9 +44,6 @@ COLUMN_DOCS = {
     "exit_at": ("object", "source:line of the exit"),
     "files": ("object", "the rank's own log files (list)"),
 }
-
-ACTIVITIES = ("train", "eval", "sample", "checkpoint_save", "checkpoint_load", "data_prep", "logging", "exiting",
-              "collective", "unknown")
 
 # What a stack class says the rank was doing.
 _STACK_ACTIVITY = {"collective_wait": "collective", "data_loading": "data_prep", "logging": "logging",
@@ -262,17 +257,3 @@ def _where(frame: dict) -> str:
     if frame.get("native") or frame.get("line") is None:
         return str(frame.get("func"))
     return f"{frame.get('func')} ({stacks_mod.short_file(frame.get('file'))}:{frame.get('line')})"
-
-
-def describe(ranks: pd.DataFrame, r: int) -> str:
-    """One phrase: what rank r was doing at the end (for explanations)."""
-    sel = ranks[ranks["rank"] == r]
-    if sel.empty:
-        return "unknown"
-    rec = sel.iloc[0]
-    if isinstance(rec["stack_where"], str):
-        return f"{str(rec['stack_class']).replace('_', ' ')} in {rec['stack_where']}"
-    act = rec["last_activity"]
-    return str(act).replace("_", " ") if isinstance(act, str) else "nothing recorded"
-
-

@@ -133,14 +133,9 @@ def rank_exited_silently(tables):
     culprits = [int(r) for r in gone["rank"]]
     g = gone.iloc[0]
     exits = ", ".join(f"rank {int(r)}: {e}" for r, e in zip(gone["rank"], gone["exit"]))
-    src, _, line = str(g["exit_at"] or "").rpartition(":")
-    evidence = [Evidence(src or str(g["exit_at"]), int(line) if line.isdigit() else None, int(g["rank"]),
-                         f"rank {int(g['rank'])} exit: {g['exit']} (no Python exception)")]
-    evidence += [Evidence(*(str(r["first_error_at"]).rpartition(":")[::2] if r["first_error_at"] else ("?", None)),
-                          int(r["rank"]), str(r["first_error"] or "waiting in a collective")[:200])
+    evidence = [_at_evidence(g["exit_at"], int(g["rank"]), f"rank {int(g['rank'])} exit: {g['exit']} (no Python exception)")]
+    evidence += [_at_evidence(r["first_error_at"], int(r["rank"]), str(r["first_error"] or "waiting in a collective"))
                  for _, r in lost.head(2).iterrows()]
-    for e in evidence:
-        e.line = int(e.line) if isinstance(e.line, str) and e.line.isdigit() else (e.line if isinstance(e.line, int) else None)
     return [Finding(rule="rank-exited-silently", category="rank_crash", confidence=0.55, severity="error",
                     title=f"Rank {culprits[0]} exited ({g['exit']}) without an exception",
                     explanation=(f"The launcher reports {exits}, and no Python exception was printed by "
@@ -151,3 +146,11 @@ def rank_exited_silently(tables):
                                 "(PYTHONFAULTHANDLER=1 shows where), or a kill from outside (dmesg, the scheduler).",
                     culprit_ranks=culprits, affected_ranks=[int(r) for r in lost["rank"]], evidence=evidence[:4],
                     order=(1, float("inf")), explains=("collective_timeout", "nccl_error", "unknown"))]
+
+
+def _at_evidence(at, rank: int, text: str) -> Evidence:
+    """Evidence from a `source:line` cell of the ranks table."""
+    src, _, line = str(at or "?").rpartition(":")
+    if not line.isdigit():
+        src, line = str(at or "?"), ""
+    return Evidence(src, int(line) if line else None, rank, text[:300])
