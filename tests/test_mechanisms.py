@@ -377,3 +377,21 @@ def test_gdb_session_inside_a_log_is_read(tmp_path):
 def test_words_of_a_dump_in_prose_are_no_dump(tmp_path):
     a = _run(tmp_path, {"job.log": "Thread 5 started for prefetching\nMem: plenty\n(see NVIDIA-SMI docs)\nstep 1 loss 0.3\n"})
     assert a.tables.stacks.empty and a.tables.gpu.empty
+
+
+# ---- 12. a C++ allocation failure is host memory running out (hedged below the kernel's own OOM line)
+
+@pytest.mark.parametrize("text", [
+    "step 10 loss 0.2\nterminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc\n"
+    "Aborted (core dumped)\n",
+    "[rank3]: RuntimeError: std::bad_alloc\n",
+    "0: what():  std::bad_alloc\nsrun: error: node3: task 0: Aborted (core dumped)\n",
+])
+def test_bad_alloc_is_host_memory(tmp_path, text):
+    a = _run(tmp_path, {"job.log": text})
+    assert a.verdict.category == "host_oom" and a.verdict.confidence < 0.8
+
+
+def test_bad_alloc_named_in_prose_is_not_an_oom(tmp_path):
+    a = _run(tmp_path, {"job.log": "INFO catching bad_alloc in the allocator test suite passed\nTraining completed.\n"})
+    assert a.verdict.category == "no_failure"

@@ -104,7 +104,10 @@ def host_oom(tables):
     evidence, conf, culprit = [], 0.0, []
     if len(kills):
         evidence += facts.evidence_from(kills, 4)
-        conf = 0.9
+        # A C++ allocation that failed (std::bad_alloc) is host memory running out, or a process limit / a huge
+        # bogus size: less direct than the kernel's own OOM line.
+        alloc_only = all("bad_alloc" in (a or {}) for a in kills["details"])
+        conf = 0.7 if alloc_only else 0.9
         try:  # the kernel names a pid; torchrun's exit lines name the rank that pid was
             from postmortem.joins import join_killed_pids
             killed = join_killed_pids(tables)
