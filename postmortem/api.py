@@ -167,20 +167,26 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
     if plugin_paths:
         from postmortem.rules import load_plugins
         load_plugins(plugin_paths, entry_points=False)
-    return conclude(path, sources, results, rules=rules)
+    from postmortem import tables as tables_mod
+    tables = tables_mod.build(sources, results)
+    del results  # the tables hold what is needed; the parsed rows can go before the rules run
+    return conclude_tables(path, sources, tables, rules=rules)
 
 
 def conclude(path: str, sources: list, results: list, rules: list[str] | None = None) -> Analysis:
     """The stages after parsing: tables -> rank state -> rules -> failure signals -> verdict -> evidence gaps."""
+    from postmortem import tables as tables_mod
+    return conclude_tables(path, sources, tables_mod.build(sources, results), rules=rules)
+
+
+def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = None) -> Analysis:
+    """The stages after the tables: rank state -> rules -> failure signals -> verdict -> evidence gaps."""
     from postmortem import gaps as gaps_mod
     from postmortem import signals as signals_mod
-    from postmortem import tables as tables_mod
     from postmortem import verdict as verdict_mod
     from postmortem.rank_state import rank_state
     from postmortem.rules import all_rules, run_rules
-    tables = tables_mod.build(sources, results)
     tables.frames["ranks"] = rank_state(tables)  # stage 4: where every rank was when the job stopped
-    del results  # the tables hold what is needed; the parsed rows can go before the rules run
     selected = all_rules()
     if rules:
         wanted = set(rules)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from postmortem import stacks as stacks_mod
+from postmortem.rules.facts import WAIT_KINDS
 
 COLUMNS = ["rank", "host", "last_step", "last_step_ts", "last_step_at", "last_ts", "last_activity",
            "last_activity_at", "last_enqueued", "last_started", "last_completed", "collective_at", "waiting",
@@ -55,7 +56,6 @@ _EVENT_ACTIVITY = {"checkpoint_save": "checkpoint_save", "checkpoint_load": "che
                    "teardown": "exiting", "end_marker": "exiting", "watchdog_timeout": "collective",
                    "collective_timeout": "collective", "watchdog_status": "collective", "store_error": "collective"}
 _STEP_ACTIVITY = {"train": "train", "eval": "eval", "sample": "sample", "data": "data_prep"}
-WAIT_KINDS = ("watchdog_timeout", "collective_timeout", "watchdog_status", "store_error")
 ERROR_KINDS = ("oom", "host_oom", "killed", "dataloader", "checkpoint_error", "enospc", "nccl_error", "nccl_warn",
                "gpu_hw", "cuda_error", "nan", "ddp_error", "collective_mismatch", "error", "fatal_signal",
                "collective_error") + WAIT_KINDS

@@ -11,7 +11,6 @@ from postmortem.sentences import ranks_phrase, sentence_case
 from postmortem.rules import facts, rule
 
 FP_KV = re.compile(r"(SequenceNumber|OpType|TensorShape|TensorDtypes)=(\[[^\]]*\]|[^,)]+)")
-WAIT_KINDS = ("watchdog_timeout", "collective_timeout", "watchdog_status", "store_error")
 TEARDOWN_NOISE = ("teardown",)
 
 
@@ -84,10 +83,6 @@ def collective_mismatch(tables):
                     explains=("collective_timeout", "rank_crash"))]
 
 
-def _waits(tables) -> pd.DataFrame:
-    return facts.waits(tables)
-
-
 @rule(id="uneven-progress", title="Ranks ended at different steps or batch counts", category="barrier_skew",
       severity="critical",
       description="Per-rank progress differs at the end (different last steps, different batches per epoch) while "
@@ -96,7 +91,7 @@ def _waits(tables) -> pd.DataFrame:
       remediation="Give every rank the same number of batches: DistributedSampler(drop_last=True) or pad the "
                   "dataset, DDP's join() context manager for uneven inputs, and no per-rank early exits.")
 def uneven_progress(tables):
-    waits = _waits(tables)
+    waits = facts.waits(tables)
     st = tables.steps
     st = st[st["rank"].notna() & st["step"].notna() & (st["phase"] == "train")]
     if st.empty or waits.empty:
@@ -136,7 +131,7 @@ def uneven_progress(tables):
                   "last partial batch was not dropped.",
       remediation="Give every rank the same number of iterations (drop_last=True / padding / DDP join()).")
 def peer_exited(tables):
-    waits = _waits(tables)
+    waits = facts.waits(tables)
     if waits.empty:
         tb = tables.tracebacks
         waits = tb[tb["exc_message"].str.contains("timeout|Timed out", case=False, regex=True)] if len(tb) else tb
@@ -172,7 +167,7 @@ MAIN_FIRST = re.compile(r"main_process_first|local_main_process_first|main_proce
       remediation="Do long one-rank work before init_process_group or cache it offline, raise the process-group "
                   "timeout (init_process_group(timeout=...), --ddp_timeout) to cover it, or split it across ranks.")
 def straggler(tables):
-    waits = _waits(tables)
+    waits = facts.waits(tables)
     tb = tables.tracebacks
     mpf = tb[tb["frames"].map(lambda fr: bool(MAIN_FIRST.search(facts.frames_text(fr))))] if len(tb) else tb
     if waits.empty and mpf.empty:

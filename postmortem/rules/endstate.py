@@ -7,11 +7,6 @@ import pandas as pd
 from postmortem.findings import Evidence, Finding
 from postmortem.rules import facts, rule
 
-WAIT_KINDS = ("watchdog_timeout", "collective_timeout", "watchdog_status", "store_error")
-
-
-def _waits(tables) -> pd.DataFrame:
-    return facts.waits(tables)
 
 
 @rule(id="collective-after-training-end", title="A collective called after training had ended",
@@ -25,7 +20,7 @@ def _waits(tables) -> pd.DataFrame:
                   "only the file write with `if rank == 0`, never the function that synchronises.",
       false_positives=("A second training stage started after the marker (its own timeouts are not post-training).",))
 def collective_after_end(tables):
-    waits = _waits(tables)
+    waits = facts.waits(tables)
     ends = facts.ev(tables, "end_marker")
     if waits.empty or ends.empty:
         return []
@@ -74,7 +69,7 @@ def collective_after_end(tables):
       false_positives=("A rank that never reached the first collective (stuck in data loading at start-up) looks "
                        "the same when its logs are missing.",))
 def first_collective(tables):
-    waits = _waits(tables)
+    waits = facts.waits(tables)
     if waits.empty:
         return []
     seqs = [a.get("seq") for a in waits["details"] if a.get("seq") is not None]
