@@ -24,10 +24,31 @@ _ID = re.compile(r"^[\[(]?[\w.@:/-]{1,48}[\])]?:?$")
 _DIGIT = re.compile(r"\d+")
 
 
+_DIGITS_TO_ZERO = str.maketrans("123456789", "000000000")
+_CLASS_MEMO: dict[str, str | None] = {}
+_MEMO_MAX = 4096
+
+
 def _token_class(tok: str) -> str | None:
-    """The collector role of one token (its shape, for comparing lines), or None when it cannot be a prefix."""
+    """The collector role of one token (its shape, for comparing lines), or None when it cannot be a prefix.
+
+    Memoised by the token with every digit made 0: each class regex treats all digits alike, and stamps differ
+    only in their digits, so a file's head costs a few regex matches, not a few per line."""
     if not tok or len(tok) > 64:
         return None
+    shape = tok.translate(_DIGITS_TO_ZERO)
+    try:
+        return _CLASS_MEMO[shape]
+    except KeyError:
+        pass
+    cls = _classify(tok)
+    if len(_CLASS_MEMO) < _MEMO_MAX:
+        _CLASS_MEMO[shape] = cls
+    return cls
+
+
+def _classify(tok: str) -> str | None:
+    """The class of one token by its regexes (see _token_class)."""
     if _TS.match(tok):
         return "ts"
     if _RANK.match(tok):
@@ -66,6 +87,28 @@ class LearnedPrefix:
         return line[pos + 1:], info
 
 
+_RUN_MEMO: dict[str, tuple] = {}
+
+
+def _run(line: str) -> tuple[tuple[str, ...], list[str]]:
+    """The classes of the collector tokens a line starts with (up to the first that is not one), and the tokens.
+    Memoised by the tokens' shape (digits made 0, as in _token_class): the lines of a head share a few shapes."""
+    tokens = line.split(" ", MAX_TOKENS)[:-1]  # the last piece is the message, never a prefix token
+    shape = " ".join(tokens).translate(_DIGITS_TO_ZERO)
+    classes = _RUN_MEMO.get(shape)
+    if classes is None:
+        run = []
+        for tok in tokens:
+            cls = _token_class(tok) if tok else None
+            if cls is None:
+                break
+            run.append(cls)
+        classes = tuple(run)
+        if len(_RUN_MEMO) < _MEMO_MAX:
+            _RUN_MEMO[shape] = classes
+    return classes, tokens
+
+
 def learn(head_lines: list[str]) -> LearnedPrefix | None:
     """The collector prefix most of these lines share, or None (fewer than 3 lines, or no shared run)."""
     lines = [ln for ln in head_lines[:HEAD] if ln.strip()]
@@ -76,18 +119,14 @@ def learn(head_lines: list[str]) -> LearnedPrefix | None:
         return None
     if sum(ln.count(", ") >= 3 for ln in lines) * 5 >= len(lines) * 3:
         return None  # comma-separated rows (nvidia-smi --query CSV): a leading time is a column, not a stamp
-    runs = []
-    for ln in lines:
-        run = []
-        for tok in ln.split(" ", MAX_TOKENS)[:-1]:  # the last piece is the message, never a prefix token
-            cls = _token_class(tok) if tok else None
-            if cls is None:
-                break
-            run.append((cls, tok))
-        runs.append(run)
+    runs = [_run(ln) for ln in lines]
     best = None
+    full = Counter(classes for classes, _ in runs)  # lines of one run shape, first seen first (ties as lines)
     for k in range(1, MAX_TOKENS):
-        shapes = Counter(tuple(c for c, _ in run[:k]) for run in runs if len(run) >= k)
+        shapes: Counter = Counter()
+        for classes, n in full.items():
+            if len(classes) >= k:
+                shapes[classes[:k]] += n
         if not shapes:
             break
         shape, n = shapes.most_common(1)[0]
@@ -98,7 +137,7 @@ def learn(head_lines: list[str]) -> LearnedPrefix | None:
             if cls != "id":
                 ids.append(None)
                 continue
-            values = Counter(run[i][1] for run in runs if len(run) >= k and tuple(c for c, _ in run[:k]) == shape)
+            values = Counter(tokens[i] for classes, tokens in runs if classes[:k] == shape)
             value, m = values.most_common(1)[0]
             if m < MIN_SHARE * len(lines):  # an id that changes from line to line is content, not a collector's tag
                 ids = None

@@ -315,13 +315,21 @@ def _stream_id(line: bytes) -> bytes:
 
 
 def _newline_counter(buf: bytes, start: int, end: int):
-    """count(a, b) = newlines in buf[a:b] for start <= a <= b <= end: from the newline positions numpy finds in
-    the block at ~6 GB/s (bytes.count runs at ~1.3 GB/s, and the regions between hits add up to the block)."""
+    """count(a, b) = newlines in buf[a:b] for start <= a <= b <= end: counted in a newline mask of the block that
+    numpy builds at ~40 GB/s (bytes.count runs at ~3 GB/s, and the regions between hits add up to the block; an
+    index of the newline positions costs ten times the mask)."""
     if _np is None or end - start < 65536:
         return lambda a, b: buf.count(b"\n", a, b)
-    pos = _np.flatnonzero(_np.frombuffer(buf, _np.uint8, end - start, start) == 10)
-    search = pos.searchsorted
-    return lambda a, b: int(search(b - start) - search(a - start))
+    mask = _np.frombuffer(buf, _np.uint8, end - start, start) == 10
+    count = _np.count_nonzero
+    last = [-1, -1, 0]  # the previous question: repeated lines skipped after a hit ask count(a, b) for growing b
+
+    def newlines(a: int, b: int) -> int:
+        a0, b0, n0 = last
+        n = n0 + int(count(mask[b0 - start:b - start])) if a == a0 and b >= b0 else int(count(mask[a - start:b - start]))
+        last[:] = a, b, n
+        return n
+    return newlines
 
 
 def _cap_key(key: bytes, line) -> tuple:

@@ -594,6 +594,13 @@ def _prefilter_triggers() -> prefilter.Triggers:
                             | set(WINDOW_TRIGGERS)))
 
 
+def warm() -> None:
+    """Build the trigger matchers now (see parsers.base.preload)."""
+    triggers = _prefilter_triggers()
+    triggers.fast_events()
+    triggers.fast_config()
+
+
 def _line_source(source: Source, stats: textio.ReadStats):
     """(scanner or None, the first lines for prefix schemes, iterator of (line number, text, steps_only)).
 

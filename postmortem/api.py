@@ -120,6 +120,8 @@ def parse_all(sources: list, jobs: int | None = None, engine: str = "local", sch
                 out.append(parse_source(s))
                 bar.update(s.bytes)
             return out
+        from parsers.base import preload as preload_parsers
+        preload_parsers()  # the forked workers inherit the imported parsers and compiled triggers
         # Largest files first so one big file does not finish last; chunks keep IPC small for many tiny files.
         order = sorted(range(len(sources)), key=lambda i: -sources[i].bytes)
         out = [None] * len(sources)
