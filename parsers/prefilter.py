@@ -592,6 +592,8 @@ class LineScanner:
                 continue
             newlines = _newline_counter(buf, start, end)
             capped = self.capped_shapes
+            later: dict = {}  # capped informational shape -> (start, end) of its latest line since the last hit
+            skipped = 0
             le = -1
             for e in ends:
                 p = start + e - 1
@@ -608,9 +610,11 @@ class LineScanner:
                 if capped and le - ls <= KEY_MEMO_MAX:
                     k = buf[ls:le].translate(None, DELETE)
                     if capped.get(k) is True:  # one more of a capped informational shape: it stays in the region
-                        self.pending_info[k] = (pos_line + newlines(pos, ls), buf[ls:le])
-                        self.info_skipped += 1
+                        later[k] = (ls, le)
+                        skipped += 1
                         continue
+                if later:
+                    self._hold_latest(later, buf, pos, pos_line, newlines)
                 nl = newlines(pos, ls)
                 if ls > pos:
                     yield from self._region(buf, pos, ls, pos_line, foff - start, nl, newlines)
@@ -623,6 +627,9 @@ class LineScanner:
                     pos, pos_line, le = le + 1, pos_line + 1, le + 1
                 else:
                     pos = end
+            if later:
+                self._hold_latest(later, buf, pos, pos_line, newlines)
+            self.info_skipped += skipped
             nl = 0
             if pos < end:
                 nl = newlines(pos, end)
@@ -631,6 +638,13 @@ class LineScanner:
             done += n if (cont_next or buf[end - 1:end] == b"\n") else n + 1
             foff += end - start
         return done
+
+    def _hold_latest(self, later: dict, buf: bytes, pos: int, pos_line: int, newlines) -> None:
+        """The latest line of each capped informational shape since the last handed-over line becomes the one held
+        for it (numbered only now: a shape repeated on every line costs one line count, not one per line)."""
+        for k, (ls, le) in sorted(later.items(), key=lambda kv: kv[1][0]):
+            self.pending_info[k] = (pos_line + newlines(pos, ls), buf[ls:le])
+        later.clear()
 
     def _dense(self, buf: bytes, start: int, end: int, lineno: int):
         """A block where triggers are everywhere (an error flood): every line through `_one`, except the lines of
