@@ -47,6 +47,7 @@ from postmortem import textio
 
 SUMMARY_MIN_BYTES = 256 * 1024  # smaller files: every progress/step/NCCL line is handed over (nothing summarised)
 CHUNK = 1 << 20
+SHORT_SPAN = 16 * 1024      # spans shorter than this have their newlines counted by bytes.count
 LONG_LINE = 8 << 20           # a line with neither `\n` nor `\r` is cut after this many bytes
 KEY_MEMO_MAX = 4096           # keys longer than this are not memoised
 HEAD_BYTES = 128 * 1024       # head_lines splits this much in C when the lines it wants lie within
@@ -70,7 +71,7 @@ RESOLVE_REACH = 1 << 20  # bytes before an error line (or the end) searched for 
 STRIDE_WALK = 16   # lines looked at after a stride mark for a progress/step line to sample
 REGION_WALK = 64   # lines walked back from the end of a skipped region for its last step line
 CONFIG_HEAD = 64 * 1024      # bytes at a big file's start where every case-insensitive config word is reported
-NCCL_COUNT_HEAD = 256 * 1024  # block mode counts NCCL INFO lines in the first this many bytes of a file
+NCCL_COUNT_HEAD = 64 * 1024   # block mode counts NCCL INFO lines in the first this many bytes of a file
 NCCL_COUNT_NEEDLES = ((0, b"NCCL INFO Channel"), (1, b"NCCL INFO Ring"), (2, b"NCCL INFO Tree"))
 NCCL_KINDS = ((F_NCCL_CHANNEL, "channel"), (F_NCCL_RING, "ring"), (F_NCCL_TREES, "trees"), (F_NCCL_OTHER, "other"))
 
@@ -315,20 +316,20 @@ def _stream_id(line: bytes) -> bytes:
 
 
 def _newline_counter(buf: bytes, start: int, end: int):
-    """count(a, b) = newlines in buf[a:b] for start <= a <= b <= end: counted in a newline mask of the block that
-    numpy builds at ~40 GB/s (bytes.count runs at ~3 GB/s, and the regions between hits add up to the block; an
-    index of the newline positions costs ten times the mask)."""
+    """count(a, b) = newlines in buf[a:b] for start <= a <= b <= end. Short spans (the lines between two nearby
+    hits) are counted by bytes.count, whose call costs least; long ones in a newline mask of the block that numpy
+    builds, once, at ~40 GB/s (bytes.count runs at ~3 GB/s, and the spans between hits add up to the block)."""
     if _np is None or end - start < 65536:
         return lambda a, b: buf.count(b"\n", a, b)
-    mask = _np.frombuffer(buf, _np.uint8, end - start, start) == 10
-    count = _np.count_nonzero
-    last = [-1, -1, 0]  # the previous question: repeated lines skipped after a hit ask count(a, b) for growing b
+    mask = None
 
     def newlines(a: int, b: int) -> int:
-        a0, b0, n0 = last
-        n = n0 + int(count(mask[b0 - start:b - start])) if a == a0 and b >= b0 else int(count(mask[a - start:b - start]))
-        last[:] = a, b, n
-        return n
+        nonlocal mask
+        if b - a < SHORT_SPAN:
+            return buf.count(b"\n", a, b)
+        if mask is None:
+            mask = _np.frombuffer(buf, _np.uint8, end - start, start) == 10
+        return int(_np.count_nonzero(mask[a - start:b - start]))
     return newlines
 
 
