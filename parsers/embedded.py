@@ -22,11 +22,18 @@ MARKERS = [
     ("(gdb) ", re.compile(r"^(?:\S+ )?\(gdb\) (?:bt|py-bt|thread apply all)"), "stack_dump"),
     ("Mem: ", re.compile(r"^(?:\S+ ){0,2}Mem: +\d+ +\d+ +\d+"), "host_memory"),
     ("Thread ", re.compile(r"^(?:\S+ ){0,3}Thread (?:0x[0-9A-Fa-f]+|\d+) \((?:idle|active|gil)"), "pyspy"),
+    # faulthandler's `Current thread 0x... (most recent call first):`, not the `Exception raised from X at f.cpp:N
+    # (most recent call first):` of every C++ error's backtrace (big logs only: parsers.stackdump reads small ones)
+    ("(most recent call first):", re.compile(r"^(?:\S+ ){0,3}(?:(?:Current thread|Thread) 0x[0-9a-fA-F]+(?: \[[^\]]*\])?"
+                                             r"|Stack|Traceback|Current thread's C stack trace) \(most recent call first\):$"),
+     "faulthandler"),
 ]
+_SMALL_ONLY_ELSEWHERE = {"faulthandler"}
 # py-spy frames pasted without their header: two `func (file.py:N)` lines in a row (small files only: such
 # excerpts are pasted, and `.py:` is on every warning line of a big log)
 _HEADLESS = re.compile(rb"\.pyx?:\d+\)[ \t]*(?:#[^\n]*)?\n[ \t]*[\w.<>]+ +\([\w./<> -]+\.pyx?:\d+\)[ \t]*(?:#[^\n]*)?\n")
-_KEEP = {"nvidia_smi": ("gpu",), "stack_dump": ("stacks",), "host_memory": ("events",), "pyspy": ("stacks",)}
+_KEEP = {"nvidia_smi": ("gpu",), "stack_dump": ("stacks",), "host_memory": ("events",), "pyspy": ("stacks",),
+         "faulthandler": ("stacks",)}
 
 
 def marker_kind(line: str) -> str | None:
@@ -44,6 +51,8 @@ def _kinds_in_small(path: str) -> list[str]:
         return []
     found = []
     for line_literal, rx, kind in MARKERS:
+        if kind in _SMALL_ONLY_ELSEWHERE:
+            continue
         literal = line_literal.encode()
         if literal in data and kind not in found:
             for ln in data.split(b"\n"):
@@ -60,9 +69,9 @@ def read_dumps(source: Source, kinds) -> ParseResult:
     from parsers.host_memory import parse_host_memory
     from parsers.nvidia_smi import parse_nvidia_smi
     from parsers.pyspy import parse_pyspy_text
-    from parsers.stackdump import parse_stack_dump
+    from parsers.stackdump import parse_faulthandler_dumps, parse_stack_dump
     parsers = {"nvidia_smi": parse_nvidia_smi, "stack_dump": parse_stack_dump, "host_memory": parse_host_memory,
-               "pyspy": parse_pyspy_text}
+               "pyspy": parse_pyspy_text, "faulthandler": parse_faulthandler_dumps}
     result = ParseResult()
     for kind in dict.fromkeys(kinds):
         sub = parsers[kind](source)
@@ -74,10 +83,15 @@ def read_dumps(source: Source, kinds) -> ParseResult:
     return result
 
 
+def read_by_line_parser(source: Source) -> bool:
+    """True when the dumps inside this log are found by the line parser's triggers (big or compressed files)."""
+    return source.bytes > SMALL or bool(source.compression)
+
+
 @register("rank_log", "nccl_log", "unknown")
 def parse_embedded_dumps(source: Source) -> ParseResult:
     """Rows of the structured dumps found inside a small log file (big ones: see the line parser)."""
-    if source.bytes > SMALL or source.compression:
+    if read_by_line_parser(source):
         return ParseResult()
     kinds = _kinds_in_small(source.path)
     return read_dumps(source, kinds) if kinds else ParseResult()

@@ -407,7 +407,16 @@ def _first_hit_line(path: str) -> int | None:
 
 @register("rank_log")
 def parse_rank_log_faulthandler(source: Source) -> ParseResult:
-    """Faulthandler dumps inside ordinary rank logs (PYTHONFAULTHANDLER=1, dump_traceback_later)."""
+    """Faulthandler dumps inside small rank logs (PYTHONFAULTHANDLER=1, dump_traceback_later). A big log is not
+    read a second time for them: its header lines are triggers of the line parser's scan (parsers.embedded)."""
+    from parsers import embedded
+    if embedded.read_by_line_parser(source):
+        return ParseResult()
+    return parse_faulthandler_dumps(source)
+
+
+def parse_faulthandler_dumps(source: Source) -> ParseResult:
+    """Faulthandler dumps anywhere in a log, from the first `(most recent call first):` header on."""
     result = ParseResult()
     first = _first_hit_line(source.path)
     if first is None:

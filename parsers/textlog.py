@@ -456,7 +456,7 @@ def parse_textlog(source: Source) -> ParseResult:
     # echo, and `File "..."` frames are not a raised exception. Only failure lines (py-spy's own errors) count.
     dump = source.kind in ("pyspy", "stack_dump")
     plain, waited = None, False
-    big, dump_kinds = source.bytes > embedded.SMALL or bool(source.compression), set()
+    big, dump_kinds = embedded.read_by_line_parser(source), set()
     for lineno, raw, steps_only in items:
         segments = raw.split("\r") if "\r" in raw else [raw]
         if ".cpp:" in raw or "Traceback (" in raw:

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from parsers import base, stackdump, textlog
+from parsers import base, embedded, stackdump, textlog
 from parsers.pyspy import MAX_ROWS
 from parsers.stackdump import parse_rank_log_faulthandler, parse_stack_dump
 from postmortem import stacks as st
@@ -194,3 +194,34 @@ def test_ten_megabytes_of_thread_headers_are_capped(tmp_path):
     res = parse_stack_dump(src)
     assert len(res.rows.get("stacks", [])) == MAX_ROWS
     assert any("not kept" in p for p in res.problems)
+
+
+@pytest.mark.parametrize("shape", ["plain", "prefixed", "gzip"])
+def test_faulthandler_dump_inside_a_big_rank_log(tmp_path, shape):
+    """A big log is read once: its faulthandler header is a trigger of the line parser's scan, which hands the file
+    to the faulthandler parser (no second whole-file read for logs without a dump)."""
+    import gzip
+    dump = open(os.path.join(FIX, "rank1_faulthandler_segv.log")).read().splitlines()[4:]
+    body = [f"step {i} loss {1 / (i + 1):.4f}" for i in range(30000)] + dump + ["after the dump"] * 10
+    if shape == "prefixed":
+        body = [f"[default1]:{ln}" for ln in body]
+    data = ("\n".join(body) + "\n").encode()
+    assert len(data) > 256 * 1024
+    name = "rank1.log.gz" if shape == "gzip" else "rank1.log"
+    src = _tmp(tmp_path, name, gzip.compress(data) if shape == "gzip" else data)
+    assert src.kind == "rank_log"
+    assert parse_rank_log_faulthandler(src).rows == {}  # not read again by the rank-log parser
+    rows = base.parse_source(src).rows["stacks"]
+    assert [f["func"] for f in rows[-1]["frames"]] == ["forward", "main", "<module>"]
+    assert rows[-1]["active"] is True and rows[-1]["line"] == 30000 + 9  # its `Current thread` header
+
+
+def test_big_rank_log_without_a_dump_hands_no_stack(tmp_path):
+    src = _tmp(tmp_path, "rank0.log", "".join(f"step {i} loss 2.0\n" for i in range(40000))
+               + 'Thread 7 started loading (most recent call first): no\n'
+               + "Exception raised from checkTimeout at /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:635 "
+                 "(most recent call first):\nframe #0: c10::Error::Error() + 0x1 (0x7f in libc10.so)\n")
+    assert src.kind == "rank_log"
+    assert embedded.marker_kind("Exception raised from f at x.cpp:1 (most recent call first):") is None
+    # near misses: the header's words mid-line; a C++ error's backtrace header (after every NCCL watchdog timeout)
+    assert not base.parse_source(src).rows.get("stacks")
