@@ -47,6 +47,14 @@ def to_data_uri(fig: Figure, dpi: int = 96) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def warm_up() -> None:
+    """Draw a chart of a few letters: loads the Agg canvas and the font faces the first real chart would."""
+    fig = Figure(figsize=(1, 1))
+    for style in ({}, {"fontweight": "bold"}, {"style": "italic"}):
+        fig.text(0.5, 0.5, "0", **style)
+    to_data_uri(fig)
+
+
 def _labels(lang: str) -> tuple[dict, list[str] | None]:
     """Catalogue for figure text, and a font family list; CJK text falls back to English without a CJK font."""
     if lang == "en":
