@@ -134,7 +134,7 @@ def _analyze(args) -> int:
         return 2
     try:
         analysis = analyze(args.path, jobs=args.jobs, rules=args.rules, engine=args.engine,
-                           scheduler=args.scheduler, plugin_paths=None, quiet=args.quiet)
+                           scheduler=args.scheduler, plugin_paths=None, quiet=args.quiet, html=fmt == "html")
     except (FileNotFoundError, EngineError) as exc:
         print(f"postmortem: error: {exc}", file=sys.stderr)
         return 2

@@ -62,13 +62,20 @@ ERROR_KINDS = ("oom", "host_oom", "killed", "dataloader", "checkpoint_error", "e
 _SIGNAL_NAMES = {"9": "SIGKILL", "15": "SIGTERM", "6": "SIGABRT", "11": "SIGSEGV", "7": "SIGBUS", "2": "SIGINT"}
 
 
+def _null(v) -> bool:
+    """pd.isna for one scalar of the tables (None, pd.NA, NaT, NaN), without pandas' dispatch per value."""
+    return v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and v != v)
+
+
 def _at(source, line) -> str | None:
     if source is None or (isinstance(source, float) and source != source):
         return None
-    return f"{source}:{int(line)}" if line is not None and not pd.isna(line) else str(source)
+    return f"{source}:{int(line)}" if not _null(line) else str(source)
 
 
 def _ts(v):
+    if type(v) is pd.Timestamp and v.tzinfo is not None:  # what every ts column holds: already a valid UTC time
+        return v
     if v is None or (not isinstance(v, pd.Timestamp) and pd.isna(v)):
         return None
     try:
@@ -81,8 +88,19 @@ def _ts(v):
     return t
 
 
+def _position(source, line, ts) -> tuple:
+    """Sort key of an evidence row: its time when known, else its place in its file (untimed sorts last)."""
+    t = _ts(ts)
+    return (0, t.timestamp()) if t is not None else (1, str(source), int(line) if not _null(line) else 0)
+
+
 def _ranked(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["rank"].notna()] if len(df) else df
+
+
+def _last_by_position(df: pd.DataFrame) -> pd.DataFrame:
+    """The last row of each rank in file order (one sort for all ranks, not one per rank)."""
+    return df.sort_values(["source", "line"]).groupby("rank").tail(1)
 
 
 def world(tables) -> list[int]:
@@ -121,13 +139,42 @@ def rank_state(tables) -> pd.DataFrame:
     def row(r):
         return rows.setdefault(int(r), {"rank": int(r)})
 
-    # files: a rank's own log files
+    # Every step below is a few whole-table pandas calls and a loop over plain values: pandas calls per rank
+    # cost milliseconds each, seconds on a job of thousands of ranks.
+    _files(tables, row)
+    _host_and_last_ts(tables, row)
+    st = _ranked(tables.steps)
+    st = st[st["step"].notna()] if len(st) else st
+    ev = _ranked(tables.events)
+    _last_step(st, row)
+    _last_activity(st, ev, row)
+    _collectives(_ranked(tables.collectives), ev, row)
+    _end_stack(_ranked(tables.stacks), row)
+    _first_error(ev, _ranked(tables.tracebacks), row)
+    _exits(tables.events, row)
+
+    out = pd.DataFrame([rows[r] for r in sorted(rows)], columns=COLUMNS)
+    for col, (dtype, _) in COLUMN_DOCS.items():  # the documented dtypes, whatever pandas would infer
+        if dtype == "Int64":
+            out[col] = out[col].astype("Int64")
+        elif dtype.startswith("datetime64"):
+            out[col] = pd.to_datetime(out[col], utc=True)
+        elif dtype == "object":
+            out[col] = out[col].astype(object).where(out[col].notna(), None)
+    out["waiting"] = out["waiting"].map(lambda v: v is True)
+    return out
+
+
+def _files(tables, row) -> None:
+    """A rank's own log files."""
     src = tables.sources
-    for r, s in zip(src["rank"], src["source"]):
-        if pd.notna(r):
+    for r, s in zip(src["rank"].tolist(), src["source"].tolist()):
+        if not _null(r):
             row(r).setdefault("files", []).append(s)
 
-    # host and last timestamp from every attributed row
+
+def _host_and_last_ts(tables, row) -> None:
+    """Host and last timestamp from every attributed row."""
     for name in ("events", "steps", "tracebacks", "stacks"):
         df = _ranked(tables[name])
         if df.empty:
@@ -143,113 +190,105 @@ def rank_state(tables) -> pd.DataFrame:
                 if t is not None and (cur is None or t > cur):
                     row(r)["last_ts"] = t
 
-    # last training step
-    st = _ranked(tables.steps)
-    st = st[st["step"].notna()] if len(st) else st
-    train = st[st["phase"] == "train"] if len(st) else st
-    if len(train):
-        idx = train.groupby("rank")["step"].idxmax()
-        for r, i in idx.items():
-            rec = train.loc[i]
-            row(r).update(last_step=int(rec["step"]), last_step_ts=_ts(rec["ts"]),
-                          last_step_at=_at(rec["source"], rec["line"]))
 
-    # last activity: the latest of progress rows and activity events, by file position (time when known)
+def _last_step(st: pd.DataFrame, row) -> None:
+    """The highest training step of each rank (its first line when repeated)."""
+    train = st[st["phase"] == "train"] if len(st) else st
+    if not len(train):
+        return
+    idx = train.groupby("rank")["step"].idxmax()
+    best = train.loc[idx.tolist()]
+    for r, step, ts, source, line in zip(idx.index, best["step"].tolist(), best["ts"].tolist(),
+                                         best["source"].tolist(), best["line"].tolist()):
+        row(r).update(last_step=int(step), last_step_ts=_ts(ts), last_step_at=_at(source, line))
+
+
+def _last_activity(st: pd.DataFrame, ev: pd.DataFrame, row) -> None:
+    """The latest of progress rows and activity events, by file position (time when known)."""
     acts: list[tuple] = []
     if len(st):
-        last_rows = st.sort_values(["source", "line"]).groupby("rank").tail(1)
-        for rec in last_rows.itertuples(index=False):
+        for rec in _last_by_position(st).itertuples(index=False):
             acts.append((int(rec.rank), rec.source, rec.line, rec.ts, _STEP_ACTIVITY.get(rec.phase, "train")))
-    ev = _ranked(tables.events)
     if len(ev):
         act_ev = ev[ev["kind"].isin(list(_EVENT_ACTIVITY))]
-        for rec in act_ev.sort_values(["source", "line"]).groupby("rank").tail(1).itertuples(index=False):
+        for rec in _last_by_position(act_ev).itertuples(index=False):
             acts.append((int(rec.rank), rec.source, rec.line, rec.ts, _EVENT_ACTIVITY[rec.kind]))
     best: dict[int, tuple] = {}
     for r, source, line, ts, act in acts:
-        key = (0, _ts(ts).timestamp()) if _ts(ts) is not None else (1, str(source), int(line) if pd.notna(line) else 0)
+        key = _position(source, line, ts)
         if r not in best or key > best[r][0]:
             best[r] = (key, act, _at(source, line))
     for r, (_, act, at) in best.items():
         row(r).update(last_activity=act, last_activity_at=at)
 
-    # collectives: counters per rank (watchdog/FR), and whether the rank reported waiting
-    coll = _ranked(tables.collectives)
+
+def _collectives(coll: pd.DataFrame, ev: pd.DataFrame, row) -> None:
+    """Collective counters per rank (watchdog/FR), and whether the rank reported waiting."""
     if len(coll):
-        for r, g in coll.groupby("rank"):
-            rr = row(r)
-            for col, name in (("last_enqueued", "last_enqueued"), ("last_completed", "last_completed")):
-                v = g[col].dropna()
-                if len(v):
-                    rr[name] = int(v.max())
-            started = g["seq"].dropna()
-            if len(started):
-                rr["last_started"] = int(started.max())
-            last = g.sort_values(["source", "line"]).iloc[-1]
-            rr["collective_at"] = _at(last["source"], last["line"])
+        highest = coll.groupby("rank")[["last_enqueued", "last_completed", "seq"]].max()
+        for col, name in (("last_enqueued", "last_enqueued"), ("last_completed", "last_completed"),
+                          ("seq", "last_started")):
+            for r, v in highest[col].dropna().items():
+                row(r)[name] = int(v)
+        last = _last_by_position(coll)
+        for r, source, line in zip(last["rank"].tolist(), last["source"].tolist(), last["line"].tolist()):
+            row(r)["collective_at"] = _at(source, line)
     if len(ev):
         for r in ev[ev["kind"].isin(WAIT_KINDS)]["rank"].unique():
             row(r)["waiting"] = True
 
-    # end stack: the latest main-thread stack per rank (dumps, or a traceback that shows where the rank was)
-    stk = _ranked(tables.stacks)
-    if len(stk):
-        stk = stk[~stk["frames"].map(stacks_mod.is_launcher)]
-        main = stk[(stk["thread_name"] == "MainThread") | stk["thread_name"].isna()]
-        main = main if len(main) else stk
-        for rec in main.sort_values(["source", "line"]).groupby("rank").tail(1).itertuples(index=False):
-            cls = stacks_mod.classify_frames(rec.frames)
-            uf = stacks_mod.blocking_frame(rec.frames) or stacks_mod.last_user_frame(rec.frames) or {}
-            rr = row(rec.rank)
-            rr.update(stack_class=cls, stack_signature=rec.signature, stack_at=_at(rec.source, rec.line),
-                      stack_where=_where(uf) if uf else None)
-            if cls == "collective_wait":
-                rr["waiting"] = True
-            act = _STACK_ACTIVITY.get(cls, "unknown")
-            if act != "unknown" or "last_activity" not in rr:
-                rr.update(last_activity=act, last_activity_at=_at(rec.source, rec.line))
 
-    # first error: the earliest error event or exception of the rank
+def _end_stack(stk: pd.DataFrame, row) -> None:
+    """The latest main-thread stack per rank (dumps, or a traceback that shows where the rank was)."""
+    if not len(stk):
+        return
+    stk = stk[~stk["frames"].map(stacks_mod.is_launcher)]
+    main = stk[(stk["thread_name"] == "MainThread") | stk["thread_name"].isna()]
+    main = main if len(main) else stk
+    for rec in _last_by_position(main).itertuples(index=False):
+        cls = stacks_mod.classify_frames(rec.frames)
+        uf = stacks_mod.blocking_frame(rec.frames) or stacks_mod.last_user_frame(rec.frames) or {}
+        rr = row(rec.rank)
+        rr.update(stack_class=cls, stack_signature=rec.signature, stack_at=_at(rec.source, rec.line),
+                  stack_where=_where(uf) if uf else None)
+        if cls == "collective_wait":
+            rr["waiting"] = True
+        act = _STACK_ACTIVITY.get(cls, "unknown")
+        if act != "unknown" or "last_activity" not in rr:
+            rr.update(last_activity=act, last_activity_at=_at(rec.source, rec.line))
+
+
+def _first_error(ev: pd.DataFrame, tb: pd.DataFrame, row) -> None:
+    """The earliest error event or exception of each rank."""
     errs = []
     if len(ev):
         e = ev[ev["kind"].isin(ERROR_KINDS)]
         for rec in e.itertuples(index=False):
             errs.append((int(rec.rank), rec.source, rec.line, rec.ts, f"{rec.kind}: {str(rec.message)[:200]}"))
-    tb = _ranked(tables.tracebacks)
     for rec in tb.itertuples(index=False):
         errs.append((int(rec.rank), rec.source, rec.line, rec.ts, f"{rec.exc_type}: {str(rec.exc_message)[:200]}"))
     first: dict[int, tuple] = {}
     for r, source, line, ts, text in errs:
-        t = _ts(ts)
-        key = (0, t.timestamp()) if t is not None else (1, str(source), int(line) if pd.notna(line) else 0)
+        key = _position(source, line, ts)
         if r not in first or key < first[r][0]:
-            first[r] = (key, text, t, _at(source, line))
-    for r, (_, text, t, at) in first.items():
-        row(r).update(first_error=text, first_error_ts=t, first_error_at=at)
+            first[r] = (key, text, _ts(ts), source, line)
+    for r, (_, text, t, source, line) in first.items():
+        row(r).update(first_error=text, first_error_ts=t, first_error_at=_at(source, line))
 
-    # exit: launcher summaries, error files, shell lines
-    allev = tables.events
-    if len(allev):
-        ex = allev[allev["kind"].isin(["torchrun_failure", "exit", "killed", "fatal_signal"])]
-        for rec in ex.itertuples(index=False):
-            code = _exit_of(rec.details or {}, rec.kind, str(rec.message))
-            r = rec.rank if pd.notna(rec.rank) else (rec.details or {}).get("task")  # srun names the task
-            if r is None or (not isinstance(r, (int, str)) and pd.isna(r)) or not str(r).isdigit():
-                continue
-            rr = row(int(r))
-            if code and ("exit" not in rr or rr["exit"] == "code 0"):
-                rr.update(exit=code, exit_at=_at(rec.source, rec.line))
 
-    out = pd.DataFrame([rows[r] for r in sorted(rows)], columns=COLUMNS)
-    for col, (dtype, _) in COLUMN_DOCS.items():  # the documented dtypes, whatever pandas would infer
-        if dtype == "Int64":
-            out[col] = out[col].astype("Int64")
-        elif dtype.startswith("datetime64"):
-            out[col] = pd.to_datetime(out[col], utc=True)
-        elif dtype == "object":
-            out[col] = out[col].astype(object).where(out[col].notna(), None)
-    out["waiting"] = out["waiting"].map(lambda v: v is True)
-    return out
+def _exits(allev: pd.DataFrame, row) -> None:
+    """Exits from launcher summaries, error files, shell lines."""
+    if not len(allev):
+        return
+    ex = allev[allev["kind"].isin(["torchrun_failure", "exit", "killed", "fatal_signal"])]
+    for rec in ex.itertuples(index=False):
+        code = _exit_of(rec.details or {}, rec.kind, str(rec.message))
+        r = rec.rank if not _null(rec.rank) else (rec.details or {}).get("task")  # srun names the task
+        if r is None or (not isinstance(r, (int, str)) and pd.isna(r)) or not str(r).isdigit():
+            continue
+        rr = row(int(r))
+        if code and ("exit" not in rr or rr["exit"] == "code 0"):
+            rr.update(exit=code, exit_at=_at(rec.source, rec.line))
 
 
 def _where(frame: dict) -> str:

@@ -68,9 +68,11 @@ def collect(tables) -> Signals:
     st = tables.stacks
     if len(st):
         from postmortem.stacks import classify_frames
-        waiting = st[st["frames"].map(classify_frames) == "collective_wait"]
-        if len(waiting):
-            out.failure.append(("stacks blocked in a collective", _ev(waiting.iloc[0], "stack in a collective")))
+        # Only the first waiting stack is cited: classifying every stack of a big job would be wasted.
+        first = next((i for i, frames in enumerate(st["frames"]) if classify_frames(frames) == "collective_wait"),
+                     None)
+        if first is not None:
+            out.failure.append(("stacks blocked in a collective", _ev(st.iloc[first], "stack in a collective")))
     _progress_signals(tables, out)
     return out
 

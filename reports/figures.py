@@ -47,6 +47,14 @@ def to_data_uri(fig: Figure, dpi: int = 96) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def warm_up() -> None:
+    """Draw a chart of a few letters: loads the Agg canvas and the font faces the first real chart would."""
+    fig = Figure(figsize=(1, 1))
+    for style in ({}, {"fontweight": "bold"}, {"style": "italic"}):
+        fig.text(0.5, 0.5, "0", **style)
+    to_data_uri(fig)
+
+
 def _labels(lang: str) -> tuple[dict, list[str] | None]:
     """Catalogue for figure text, and a font family list; CJK text falls back to English without a CJK font."""
     if lang == "en":
@@ -220,30 +228,8 @@ def steps_figure(model, lang: str = "en") -> Figure | None:
     # Ranks behind the front last, so they are drawn on top of the ranks whose lines they share up to where they stop.
     keys = sorted(series, key=lambda r: (r in behind, r is None, r if r is not None else 0))
     many = len(keys) > MAX_LABELLED
-    labelled = 0
-    grey: list = []          # consecutive grey lines, drawn as one collection in the same order (same picture)
-    for r in keys:
-        xs, ys = series[r]
-        if many and r not in behind:
-            grey.append(np.column_stack([xs, ys]))
-            continue
-        _grey_lines(ax, grey)
-        name = t["unattributed_label"] if r is None else i18n.fmt(t, "fig_rank", rank=r)
-        show = labelled < MAX_LABELLED
-        labelled += 1
-        line, = ax.plot(xs, ys, linewidth=2.4 if r in behind else 1.0, marker="o" if len(xs) <= 30 else None,
-                        markersize=4.5 if r in behind else 3, label=name if show else None,
-                        color=ROLE_COLOURS["culprit"] if (many and r in behind) else None,
-                        zorder=3 if r in behind else 2)
-        if r in behind and xs:
-            label = ax.annotate(i18n.fmt(t, "fig_stopped_at", step=int(ys[-1])), (xs[-1], ys[-1]), xytext=(6, -4),
-                                textcoords="offset points", ha="left", va="top", color=line.get_color(),
-                                fontsize=10.5)
-            if family:
-                label.set_fontfamily(family)
-    _grey_lines(ax, grey)
-    if many:
-        ax.plot([], [], color="#9aa4ad", linewidth=0.8, label=t["fig_other_ranks"])
+    labelled = _steps_many(ax, series, keys, behind, t, family) if many else _steps_few(ax, series, keys, behind,
+                                                                                         t, family)
     ax.set_ylabel(t["fig_step"])
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     _x_axis(ax, model.step_axis, t)
@@ -255,14 +241,59 @@ def steps_figure(model, lang: str = "en") -> Figure | None:
     return fig
 
 
+def _steps_few(ax, series: dict, keys: list, behind: set, t: dict, family) -> int:
+    """Up to MAX_LABELLED ranks: a line in its own colour and a legend entry each. Returns the lines drawn."""
+    for r in keys:
+        xs, ys = series[r]
+        line, = ax.plot(xs, ys, linewidth=2.4 if r in behind else 1.0, marker="o" if len(xs) <= 30 else None,
+                        markersize=4.5 if r in behind else 3, label=_series_name(r, t), zorder=3 if r in behind else 2)
+        if r in behind and xs:
+            _stop_label(ax, t, family, line.get_color(), xs[-1], ys[-1])
+    return len(keys)
+
+
+def _steps_many(ax, series: dict, keys: list, behind: set, t: dict, family) -> int:
+    """Many ranks: the front grey, the ranks behind in the culprit's colour; each kind of mark is one artist (one
+    line per rank is seconds of drawing at thousands of ranks). Returns how many ranks are behind."""
+    _grey_lines(ax, [np.column_stack(series[r]) for r in keys if r not in behind])
+    late = [r for r in keys if r in behind]
+    colour = ROLE_COLOURS["culprit"]
+    if late:
+        # Styled as ax.plot(..., linewidth=2.4) would draw each line: projecting caps, round joins.
+        ax.add_collection(LineCollection([np.column_stack(series[r]) for r in late], colors=colour, linewidths=2.4,
+                                         capstyle="projecting", joinstyle="round", zorder=3))
+        dotted = [series[r] for r in late if len(series[r][0]) <= 30]
+        ax.plot([x for xs, _ in dotted for x in xs], [y for _, ys in dotted for y in ys], linestyle="none",
+                marker="o", markersize=4.5, color=colour, zorder=3)
+    for r in late[:MAX_LABELLED]:  # legend entries: empty lines styled as the rank's line
+        ax.plot([], [], linewidth=2.4, marker="o" if len(series[r][0]) <= 30 else None, markersize=4.5,
+                color=colour, label=_series_name(r, t))
+    # Ranks that stopped at the same step and point share one label: the same text drawn once.
+    for x, y in dict.fromkeys((xs[-1], ys[-1]) for xs, ys in (series[r] for r in late) if xs):
+        _stop_label(ax, t, family, colour, x, y)
+    ax.plot([], [], color=GREY_LINE, linewidth=0.8, label=t["fig_other_ranks"])
+    return len(late)
+
+
+def _series_name(r, t: dict) -> str:
+    return t["unattributed_label"] if r is None else i18n.fmt(t, "fig_rank", rank=r)
+
+
+def _stop_label(ax, t: dict, family, colour, x, y) -> None:
+    """'stopped at step N' beside the last point of a rank behind the front."""
+    label = ax.annotate(i18n.fmt(t, "fig_stopped_at", step=int(y)), (x, y), xytext=(6, -4),
+                        textcoords="offset points", ha="left", va="top", color=colour, fontsize=10.5)
+    if family:
+        label.set_fontfamily(family)
+
+
 def _grey_lines(ax, segments: list) -> None:
-    """Draw (and empty) a batch of the steps chart's grey background lines as one artist."""
+    """Draw a batch of the steps chart's grey background lines as one artist."""
     if not segments:
         return
     # Styled as ax.plot(..., color=GREY, linewidth=0.6, alpha=0.5) would draw each line: projecting caps, round joins.
     ax.add_collection(LineCollection(segments, colors=GREY_LINE, linewidths=0.6, alpha=0.5, capstyle="projecting",
                                      joinstyle="round"))
-    segments.clear()
 
 
 def gpu_figure(gm, lang: str = "en", culprits: dict | None = None) -> Figure | None:

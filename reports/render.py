@@ -30,6 +30,16 @@ def _assets() -> tuple[str, str, str]:
     return css, script, f"sha256-{digest}"
 
 
+def warm_up() -> None:
+    """Load what a process's first report pays for besides its data: the compiled templates, matplotlib, its Agg
+    canvas and font (postmortem.api runs this in a thread while the files are parsed)."""
+    from reports import figures
+    for name in _env().list_templates(extensions=["j2"]):  # the included ones too: each compiles on first use
+        _env().get_template(name)
+    _assets()
+    figures.warm_up()
+
+
 def render_html(analysis, fragment: bool = False, **options) -> str:
     """Render the report; `fragment=True` gives the notebook view (verdict and key sections, no <html> shell).
 

@@ -470,7 +470,6 @@ def end_rows(ranks, culprits) -> tuple[list[EndRow], int]:
 
 
 def _fill_rank_sections(view: ReportView, analysis, t, figures: bool, lang: str) -> None:
-    from reports import figures as figs_mod
     culprits = set(analysis.verdict.culprit_ranks) if analysis.verdict else set()
     view.end_rows, more = end_rows(getattr(analysis, "ranks", None), culprits)
     view.end_more = i18n.fmt(t, "end_more", n=more) if more else ""
@@ -493,6 +492,7 @@ def _fill_rank_sections(view: ReportView, analysis, t, figures: bool, lang: str)
     if model.steps_phase:
         view.steps_phase = i18n.fmt(t, "steps_phase_note", phase=i18n.phase_words(t, model.steps_phase))
     if figures:
+        from reports import figures as figs_mod  # matplotlib: a quarter second to import, only for charts
         f = figs_mod.timeline_figure(model, lang)
         if f is not None:
             view.timeline_fig = FigureView("timeline", figs_mod.to_data_uri(f), t["fig_timeline_alt"])
@@ -522,7 +522,6 @@ def _step_rows(model, t) -> list[StepRow]:
 
 
 def _fill_table_sections(view: ReportView, analysis, t, figures: bool, lang: str) -> None:
-    from reports import figures as figs_mod
     tables = analysis.tables
     gm = sections.gpu_model(tables.gpu, tables.events)
     if gm is not None:
@@ -536,6 +535,7 @@ def _fill_table_sections(view: ReportView, analysis, t, figures: bool, lang: str
         elif gm.oom_logged:
             view.gpu_note = t["gpu_oom_unplaced"]
         if figures:
+            from reports import figures as figs_mod
             f = figs_mod.gpu_figure(gm, lang, figs_mod.gpu_culprits(analysis, gm))
             if f is not None:
                 view.gpu_fig = FigureView("gpu_memory", figs_mod.to_data_uri(f), t["fig_gpu_alt"])

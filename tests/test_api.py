@@ -92,3 +92,13 @@ def test_json_contract_is_unchanged_by_the_dataframe_view(a):
     assert set(d["findings"][0]) == {"rule", "category", "phase", "confidence", "severity", "title",
                                      "culprit_ranks", "affected_ranks", "step", "explanation", "remediation",
                                      "cascade_of", "evidence"}
+
+
+@pytest.mark.parametrize("html", [False, True])
+def test_preload_loads_matplotlib_only_for_an_html_report(html):
+    import subprocess
+    import sys
+    code = ("import sys; from postmortem import api; p = api._Preload(html=" + str(html) + "); p.start(); p.join(); "
+            "print('matplotlib' in sys.modules, 'pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == [str(html), "True"]

@@ -439,6 +439,21 @@ def test_gpu_chart_of_a_small_job_labels_every_gpu():
     assert not fig.axes[0].collections
 
 
+def test_steps_chart_of_many_ranks_draws_each_kind_of_mark_once():
+    from types import SimpleNamespace
+
+    from reports.figures import steps_figure
+    from reports.ranks import Axis
+    # 300 ranks: half stopped one report early, at one of two steps; every rank behind keeps its legend style.
+    series = {r: ([1, 2, 3], [10, 20, 30]) if r % 2 else ([1, 2], [10, 20 + r % 4]) for r in range(300)}
+    last = [{"rank": r, "last_step": ys[-1]} for r, (_, ys) in series.items()]
+    fig = steps_figure(SimpleNamespace(step_series=series, step_last=last, step_axis=Axis("order")))
+    ax = fig.axes[0]
+    assert len(ax.collections) == 2                 # the front in grey, the ranks behind in red
+    assert sorted(x.get_text() for x in ax.texts) == ["stopped at 20", "stopped at 22"]
+    assert _legend(fig)[:2] == ["rank 0", "rank 2"] and _legend(fig)[-1] == "other ranks" and len(_legend(fig)) == 17
+
+
 def test_rank_ranges():
     assert rank_ranges([7, 0, 1, 2, 3, 5]) == "0-3, 5, 7"
     assert rank_ranges([]) == ""

@@ -1,9 +1,11 @@
 """Collective rules: mismatched collectives, uneven progress (barrier skew), and stragglers doing long work."""
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter
 
+import numpy as np
 import pandas as pd
 
 from postmortem.findings import Evidence, Finding
@@ -254,28 +256,49 @@ def _started_with(tables, waits: pd.DataFrame):
     work = facts.ev(tables, WORK_KINDS + ("before_wait",))
     if work.empty or waits.empty:
         return None
-    work_ts = pd.to_datetime(work["ts"], utc=True, errors="coerce")
-    best = None
-    for w in waits.itertuples(index=False):
-        d = w.details or {}
-        ran_ms = d.get("elapsed_ms") or d.get("timeout_ms")
-        t = pd.to_datetime(w.ts, utc=True, errors="coerce")
-        if not ran_ms or pd.isna(t):
-            continue
-        start = t - pd.Timedelta(milliseconds=int(ran_ms))
-        slack = pd.Timedelta(seconds=max(60.0, int(ran_ms) / 1000 * 0.05))
-        near = (work_ts - start).abs()
-        ok = near[near <= slack]
-        if len(ok):
-            i = ok.idxmin()
-            if best is None or ok[i] < best[0]:
-                best = (ok[i], work.loc[i])
-    if best is None:
+    wait_ts = pd.to_datetime(waits["ts"], utc=True, errors="coerce").tolist()
+    i = _nearest_work(pd.to_datetime(work["ts"], utc=True, errors="coerce"), wait_ts, waits["details"].tolist())
+    if i is None:
         return None
-    row = best[1]
+    row = work.iloc[i]
     what = _WORK_WORDS.get(row["kind"], f"'{str(row['message'])[:80]}'")
     return (Evidence(row["source"], facts._int(row["line"]), facts._int(row["rank"]), str(row["message"])[:200]),
             f"{what}, announced when the collective that timed out began")
+
+
+def _nearest_work(work_ts: pd.Series, wait_ts: list, details: list) -> int | None:
+    """Position of the work line nearest to the start of any wait (within its slack; the first such line and wait
+    on ties), or None. Times are integer ns and the work times one sorted list: a wait costs two bisections, not a
+    pass over the work lines (thousands of waits on a big job)."""
+    valid = work_ts.notna().to_numpy()
+    ns = work_ts.dt.as_unit("ns").array.asi8[valid]
+    order = np.argsort(ns, kind="stable")  # stable: among equal times the first line comes first
+    times, positions = ns[order].tolist(), np.flatnonzero(valid)[order].tolist()
+    windows: dict[int, tuple[int, int]] = {}
+    best = None  # (distance, position)
+    for t, d in zip(wait_ts, details):
+        d = d or {}
+        ran_ms = d.get("elapsed_ms") or d.get("timeout_ms")
+        if not ran_ms or t is pd.NaT:
+            continue
+        ran_ms = int(ran_ms)
+        if ran_ms not in windows:  # (how long it ran, how far off a line may be), once per distinct duration
+            windows[ran_ms] = (pd.Timedelta(milliseconds=ran_ms).value,
+                               pd.Timedelta(seconds=max(60.0, ran_ms / 1000 * 0.05)).value)
+        ran, slack = windows[ran_ms]
+        start = t.value - ran
+        k = bisect.bisect_left(times, start)
+        near = min(abs(times[j] - start) for j in (k - 1, k) if 0 <= j < len(times)) if times else None
+        if near is not None and near <= slack and (best is None or near < best[0]):
+            at = [_first_at(times, positions, v) for v in (start - near, start + near)]
+            best = (near, min(p for p in at if p is not None))
+    return best[1] if best is not None else None
+
+
+def _first_at(times: list, positions: list, v: int) -> int | None:
+    """The first position whose time is exactly `v` (times sorted, positions ascending among equal times)."""
+    k = bisect.bisect_left(times, v)
+    return positions[k] if k < len(times) and times[k] == v else None
 
 
 def _work_evidence(tables, waits: pd.DataFrame):

@@ -1,6 +1,8 @@
 """Memory rules: GPU OOM (with the phase it happened in), host OOM / OOM killer, DataLoader worker deaths."""
 from __future__ import annotations
 
+from itertools import islice
+
 import pandas as pd
 
 from postmortem.findings import Evidence, Finding
@@ -63,7 +65,10 @@ def gpu_oom(tables):
     if tb_row is not None:
         evidence.append(facts.tb_evidence(tb_row))
     cfg = facts.ev(tables, "config")
-    evidence += facts.evidence_from(cfg[cfg["details"].map(lambda a: any(w in a.get("key", "") for w in ("batch", "period", "every")))], 3)
+    # The first three sizing echoes are cited: a big job echoes its config once per rank, no need to test them all.
+    sizing = islice((i for i, a in enumerate(cfg["details"])
+                     if any(w in a.get("key", "") for w in ("batch", "period", "every"))), 3)
+    evidence += facts.evidence_from(cfg.iloc[list(sizing)], 3)
     why = "; ".join(guess.signals) if guess.signals else "no signal places it in a phase"
     phase_txt = {"train": "during a training step", "eval": "during evaluation/validation",
                  "sample": "during sampling/generation", "checkpoint": "while saving a checkpoint",
