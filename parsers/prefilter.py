@@ -701,18 +701,26 @@ class LineScanner:
         # progress sampled at byte strides of the file: the first progress/step line at or after each mark (a mark
         # whose region ends first waits for the next region)
         stride = self.stride
+        seen = None  # (start, end, line, flags) of the last line looked at: one long redraw line holds many marks
         while self.next_mark < base + b:
             m = max(a, self.next_mark - base)
-            ls = buf.rfind(b"\n", a, m) + 1
-            ls = a if ls == 0 else ls
+            if seen is not None and seen[0] <= m <= seen[1]:
+                ls = seen[0]  # what rfind would find, without searching the long line back again
+            else:
+                ls = buf.rfind(b"\n", a, m) + 1
+                ls = a if ls == 0 else ls
             walked = 0
             found = False
             while walked < STRIDE_WALK and ls < b:
                 walked += 1
-                j = buf.find(b"\n", ls, b)
-                j = b if j < 0 else j
-                line = buf[ls:j] if j - ls <= SPAN_MIN else _Span(buf, ls, j)
-                f = self._quiet_flags(line)
+                if seen is not None and seen[0] == ls:
+                    _, j, line, f = seen
+                else:
+                    j = buf.find(b"\n", ls, b)
+                    j = b if j < 0 else j
+                    line = buf[ls:j] if j - ls <= SPAN_MIN else _Span(buf, ls, j)
+                    f = self._quiet_flags(line)
+                    seen = (ls, j, line, f)
                 if f & (F_BAR | F_STEP):
                     seg = _last_segment_with(line, b"%|", max(2, m - ls + 2)) if f & F_BAR \
                         else self.step_segment(line if type(line) is bytes else line.bytes())
