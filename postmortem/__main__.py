@@ -1,5 +1,3 @@
-import sys
+from postmortem.cli import run
 
-from postmortem.cli import main
-
-sys.exit(main())
+run()

@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `postmortem` console script."""
+    """The `postmortem` command line: parse the arguments, run the command, return its exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "collect":
@@ -65,6 +65,18 @@ def main(argv: list[str] | None = None) -> int:
         # `postmortem rules | head`: the reader left; that is not an error of the analysis.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def run() -> None:
+    """The console script: main(), then exit without tearing the heap down (freeing the tables of a big job object
+    by object took ~0.1 s after the report was already written)."""
+    rc = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        pass
+    os._exit(rc)
 
 
 FORMAT_BY_SUFFIX = {".json": "json", ".html": "html", ".htm": "html", ".txt": "text", ".text": "text"}
@@ -159,4 +171,4 @@ def _analyze(args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
