@@ -29,3 +29,28 @@ def test_tqdm_row_reads_loss_rate_and_phase():
     assert steps.parse_step(_LINES[21])["phase"] == "eval" and "loss" not in steps.parse_step(_LINES[21])
     assert steps.parse_step(_LINES[22])["loss"] == 1.0 and steps.parse_step(_LINES[22])["step_time"] == 2.5
     assert steps.parse_step(_LINES[23])["loss"] == 3.0  # the long s still reads as a loss key (case-insensitive)
+
+
+def test_hf_dict_reader_agrees_with_literal_eval():
+    """The regex reader of HF log dicts gives what ast.literal_eval gives (values and their types), and falls back
+    to it for anything but a flat dict of plain values (odd numbers, nesting, escapes, separators)."""
+    import ast
+    import random
+
+    from parsers.steps import _hf_dict
+    toks = ["1", "0", "00", "01", "1.5", "-1.5", "1.", "0.0001", "1e-05", "1E5", "01e5", "00.5", ".5", "-.5", "None",
+            "True", "False", "'a b'", "''", "1_000", "0x1f", "nan", "-0", "1.2.3", "[1, 2]", "{'a': 1}", "1e", "-",
+            "'a\\'b'"]
+    keys = ["loss", "grad_norm", "learning_rate", "epoch", "eval_loss", "x y", "a'b"]
+    rnd = random.Random(7)
+    for _ in range(5000):
+        parts = [f"'{rnd.choice(keys)}': {rnd.choice(toks)}" for _ in range(rnd.randint(0, 5))]
+        text = "{" + rnd.choice([", ", ",", " , "]).join(parts) + "}" + rnd.choice(["", " ", "\n", "x"])
+        try:
+            want = ast.literal_eval(text)
+            want = want if isinstance(want, dict) else None
+        except (ValueError, SyntaxError):
+            want = None
+        got = _hf_dict(text)
+        assert got == want, text
+        assert got is None or [type(v) for v in got.values()] == [type(v) for v in want.values()], text
