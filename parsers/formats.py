@@ -119,13 +119,13 @@ FORMAT_DEFS: list[dict] = [
      "triggers": ["No space left on device", "Disk quota exceeded", "Errno 28", "Errno 122"],
      "pattern": r"(?:No space left on device|Disk quota exceeded|\[Errno (?:28|122)\])",
      "samples": [("OSError: [Errno 28] No space left on device", {})]},
-    {"name": "checkpoint-save", "kind": "checkpoint_save", "level": "info",
+    {"name": "checkpoint-save", "scan": "regex", "kind": "checkpoint_save", "level": "info",
      "triggers": ["aving", "save_checkpoint", "checkpoint", "Checkpoint"],
      "requires_nocase": [["sav"]],  # sav(ing|ed|e), ...saved, save_checkpoint
      "pattern": r"(?i)(?:\bsav(?:ing|ed?)\b[^\n]{0,60}?\b(?:checkpoint|ckpt|model|state|weights)\b|\bcheckpoint[^\n]{0,40}?\bsaved\b|save_checkpoint)(?:[^\n]*?(?P<path>[\w./~-]+\.(?:pt|pth|ckpt|bin|safetensors|pkl|h5)|[\w./~-]*checkpoint-\d+))?",
      "samples": [("Saving model checkpoint to /out/checkpoint-2000", {"path": "/out/checkpoint-2000"}),
                  ("Saved checkpoint: runs/exp/weights/last.pt", {"path": "runs/exp/weights/last.pt"})]},
-    {"name": "checkpoint-load", "kind": "checkpoint_load", "level": "info",
+    {"name": "checkpoint-load", "scan": "regex", "kind": "checkpoint_load", "level": "info",
      "triggers": ["oad", "esum", "checkpoint"],
      "requires_nocase": [["load", "resum", "restor"],  # the verb (torch.load()
                          ["checkpoint", "ckpt", "state", "weights", "model", "torch.load("]],  # and the object
@@ -133,12 +133,12 @@ FORMAT_DEFS: list[dict] = [
      "samples": [("Loading checkpoint from /out/last.pt", {"path": "/out/last.pt"}),
                  ("Resuming from checkpoint runs/exp/checkpoint-500", {"path": "runs/exp/checkpoint-500"})]},
     # ---- phases of the loop: eval / sample / data preparation
-    {"name": "eval-start", "kind": "eval_start", "level": "info",
+    {"name": "eval-start", "scan": "regex", "kind": "eval_start", "level": "info",
      "triggers": ["val", "Val", "eval", "Eval", "EVAL", "test", "Test"],
      "requires_nocase": [["run", "start", "begin", "validat", "evaluat"]],
      "pattern": r"(?i)(?:\*+ Running (?:Evaluation|Prediction) \*+|\b(?:start(?:ing)?|running|begin(?:ning)?|run)\s+(?:the\s+)?(?:evaluation|validation|eval|testing)\b|^\s*(?:Validating|Evaluating|Validation|Evaluation)\b(?:[ .:]|$)|Validation DataLoader \d+)",
      "samples": [("***** Running Evaluation *****", {}), ("Starting validation at step 2000", {})]},
-    {"name": "sample-start", "kind": "sample_start", "level": "info",
+    {"name": "sample-start", "scan": "regex", "kind": "sample_start", "level": "info",
      "triggers": ["ampl", "enerat"],
      "requires_nocase": [["sampling", "generati"]],
      "pattern": r"(?i)(?:\b(?:start(?:ing)?|running|begin)\s+(?:the\s+)?(?:sampling|generation)\b|^\s*(?:Sampling|Generating)\b(?! \w+ from)|\bgenerating (?:\d+ )?(?:samples|images|videos)\b)",
@@ -266,6 +266,7 @@ class LineFormat:
     regex: regex.Pattern
     requires_nocase: tuple[tuple[str, ...], ...] = ()
     names: tuple[str, ...] = ()  # the group names in group order when every group is named once, else ()
+    scan_regex: bool = False  # the whole-file scan looks for the regex itself, not the triggers (see scan_pattern)
 
     def groupdict(self, m) -> dict:
         """m.groupdict() of this format's match, built from m.groups() (a fraction of the regex module's cost)."""
@@ -326,7 +327,10 @@ def load_formats(defs: list[dict] = FORMAT_DEFS) -> list[LineFormat]:
         index = rx.groupindex
         group_names = tuple(sorted(index, key=index.get)) \
             if len(index) == rx.groups and sorted(index.values()) == list(range(1, rx.groups + 1)) else ()
-        fmt = LineFormat(d["name"], d["kind"], d["level"], tuple(d["triggers"]), rx, requires, group_names)
+        if d.get("scan", "triggers") not in ("triggers", "regex"):
+            raise FormatError(f"format {d['name']}: scan is 'triggers' or 'regex'")
+        fmt = LineFormat(d["name"], d["kind"], d["level"], tuple(d["triggers"]), rx, requires, group_names,
+                         d.get("scan") == "regex")
         for line, _ in d["samples"]:
             m = rx.search(line)
             if list(fmt.groupdict(m).items()) != list(m.groupdict().items()):
@@ -336,6 +340,59 @@ def load_formats(defs: list[dict] = FORMAT_DEFS) -> list[LineFormat]:
 
 
 FORMATS = load_formats()
+
+
+def _without_optional_tail(pattern: str) -> str:
+    """The pattern without a trailing optional group (`...(?:[^\\n]*?(?P<path>...))?`): it changes what a match
+    captures, never whether a line matches, and a scanner need not follow it to the end of every line."""
+    if not pattern.endswith(")?"):
+        return pattern
+    in_class, i, start = False, 0, None
+    opens = []
+    while i < len(pattern) - 1:
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]" or pattern[i - 1] == "["
+        elif ch == "[":
+            in_class = True
+        elif ch == "(":
+            opens.append(i)
+        elif ch == ")":
+            start = opens.pop()
+        i += 1
+    return pattern[:start] if start is not None and not opens and start > 0 else pattern
+
+
+def scan_pattern(fmt: LineFormat) -> tuple[str, bool]:
+    """(pattern, caseless) of a `scan: regex` format for scanning raw lines: named groups plain, `(?i)` as a flag
+    and `^` anchors dropped (the format matches a message, which a raw line holds after its prefixes), so that it
+    finds every line the format can match on the message (and, rarely, a few more)."""
+    pattern = fmt.regex.pattern
+    caseless = pattern.startswith("(?i)")
+    if caseless:
+        pattern = pattern[4:]
+    pattern = re.sub(r"\(\?P<\w+>", "(", pattern)
+    pattern = _without_optional_tail(pattern)
+    out, in_class, i = [], False, 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]" or pattern[i - 1] == "["
+        elif ch == "[":
+            in_class = True
+        elif ch == "^":
+            i += 1
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out), caseless
 
 
 def trigger_regex(words) -> re.Pattern:

@@ -35,9 +35,10 @@ class LiteralSet:
     """A compiled set of literals (some case-insensitive) and extra byte regexes; `search(data)` says if any occurs."""
 
     def __init__(self, literals: list[bytes], literals_nocase: list[bytes] = (), regexes: list[bytes] = (),
-                 once_nocase: list[bytes] = ()):
+                 once_nocase: list[bytes] = (), prefilters: list[tuple[bytes, bool]] = ()):
         """`once_nocase`: case-insensitive literals reported once per scanned block at most (weak words whose
-        every occurrence need not be seen)."""
+        every occurrence need not be seen). `prefilters`: (regex, caseless) matched line by line in Hyperscan's
+        prefilter mode (what it cannot do, e.g. a lookahead, is dropped: it reports every match and maybe more)."""
         if _hs is None:
             raise RuntimeError("hyperscan is not installed")
         exprs, flags = [], []
@@ -52,6 +53,9 @@ class LiteralSet:
         for rx in regexes:
             exprs.append(rx)
             flags.append(0)
+        for rx, caseless in prefilters:
+            exprs.append(rx)
+            flags.append(_hs.HS_FLAG_PREFILTER | _hs.HS_FLAG_MULTILINE | (_hs.HS_FLAG_CASELESS if caseless else 0))
         for lit in sorted(set(once_nocase)):
             if lit:
                 exprs.append(re.escape(lit))

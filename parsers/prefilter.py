@@ -36,6 +36,8 @@ import os
 import re
 from typing import Iterator
 
+import regex
+
 try:  # numpy finds a block's line breaks several times faster than bytes.count (optional: pandas brings it)
     import numpy as _np
 except ImportError:  # pragma: no cover
@@ -66,6 +68,8 @@ F_NCCL = F_NCCL_CHANNEL | F_NCCL_RING | F_NCCL_TREES | F_NCCL_OTHER
 F_WINDOW = 256
 F_ERRLINE = 1024  # an event trigger of an error-level format: the last progress line before it is handed over too
 F_EXCWORD = 512  # only a weak trigger (`Warning`): a line that matters only inside an open traceback
+F_GATED = 2048  # an event only by the triggers of `scan: regex` formats: an event where one of their regexes matches
+_EVENT_BITS = F_EVENT | F_GATED | F_ERRLINE | F_WINDOW
 FRAME_REACH = 62  # lines after a traceback frame where a weak-trigger line can still close it (textlog.MAX_OPEN_GAP)
 RESOLVE_REACH = 1 << 20  # bytes before an error line (or the end) searched for the last progress/step line
 STRIDE_WALK = 16   # lines looked at after a stride mark for a progress/step line to sample
@@ -98,14 +102,26 @@ class Triggers:
 
     def __init__(self, events: list[str], events_nocase: list[str], windows: dict[str, int], steps: list[str],
                  steps_nocase: list[str], weak_steps_nocase: list[str], weak_events: list[str] = (),
-                 error_events: list[str] | None = None):
+                 error_events: list[str] | None = None, gates: tuple = (), scans: tuple = ()):
+        """`gates`: (pattern, caseless) of the `scan: regex` formats, and `gated`, their triggers (in `events`)
+        that no other format shares: a line with only those is an event only where a gate pattern matches it
+        (confirm), and the whole-block scan looks for the patterns instead of these short, common words.
+        `scans`: more (pattern, caseless) the whole-block scan finds every match of (lines that hold an event
+        trigger anyway, such as a config echo's `_every=`, whose words alone are reported once per block)."""
+        self.scans = tuple(scans)
+        gates, gated = (tuple(gates[0]), frozenset(gates[1])) if gates else ((), frozenset())
         events = [t for t in events if t not in set(weak_events)]
+        self.gates = gates
+        self.gated_re = trigger_regex(sorted({normalise(t) for t in gated} - {b""})) if gated else None
+        # ASCII classes, as Hyperscan's: every line this confirms, the whole-block scan has found
+        self.gate_re = regex.compile("|".join(f"(?{'i' if caseless else ''}:{p})" for p, caseless in gates),
+                                     regex.M | regex.A) if gates else None
         # the events whose line gets the stream's last progress/step line handed over before it (the step of death
         # and the phase an error happened in); None: every event
         self.error_re = trigger_regex(sorted({normalise(t) for t in error_events if t not in set(weak_events)}
                                              - {b""})) if error_events is not None else None
         self.excword_re = trigger_regex(sorted({normalise(t) for t in weak_events})) if weak_events else None
-        lits = {normalise(t) for t in list(events) + NCCL_FACTS + list(windows)}
+        lits = {normalise(t) for t in list(events) + NCCL_FACTS + list(windows) if t not in gated}
         lits.discard(b"")
         self.event_re = trigger_regex(sorted(lits))
         self.event_nocase_re = re.compile("|".join(re.escape(t) for t in events_nocase).encode(), re.I) \
@@ -117,7 +133,7 @@ class Triggers:
             if weak_steps_nocase else None
         self.memo: dict[bytes, int] = {}
         self.window_len: dict[bytes, int] = {}
-        self.pattern_text = sorted({t for t in list(events) + NCCL_FACTS + list(windows)})
+        self.pattern_text = sorted({t for t in list(events) + NCCL_FACTS + list(windows) if t not in gated})
         self.events_nocase = list(events_nocase)
         self._fast = None
         self._config = None
@@ -131,7 +147,8 @@ class Triggers:
             if not literal_scan.available():
                 return None
             self._fast = literal_scan.LiteralSet([t.encode() for t in self.pattern_text], [], [NCCL_TRAIL_RAW],
-                                                 once_nocase=[t.encode() for t in self.events_nocase])
+                                                 once_nocase=[t.encode() for t in self.events_nocase],
+                                                 prefilters=[(p.encode(), c) for p, c in self.gates + self.scans])
         return self._fast
 
     def fast_config(self) -> literal_scan.LiteralSet | None:
@@ -159,12 +176,22 @@ class Triggers:
         f = self.flags(line[:first].translate(None, DELETE)) | self.flags(last.translate(None, DELETE))
         return None if f & F_EVENT else f
 
+    def confirm(self, line) -> bool:
+        """Whether a gated line (F_GATED) is an event: one of the gate patterns matches it."""
+        if self.gate_re is None:
+            return True
+        raw = line if type(line) is bytes else line.bytes()
+        return self.gate_re.search(raw.decode("utf-8", "replace")) is not None
+
     def classify(self, key: bytes) -> int:
         """Flags of one segment's shape key (no `\\r` inside)."""
         f = 0
         if self.event_re.search(key) or (self.event_nocase_re is not None and self.event_nocase_re.search(key)) \
                 or NCCL_TRAIL_KEY_RE.search(key):
             f |= F_EVENT
+        elif self.gated_re is not None and self.gated_re.search(key):
+            f |= F_EVENT | F_GATED
+        if f & F_EVENT:
             if self.error_re is None or self.error_re.search(key) or NCCL_TRAIL_KEY_RE.search(key):
                 f |= F_ERRLINE
             win = max((n for w, n in self.windows if w in key), default=0)
@@ -865,6 +892,8 @@ class LineScanner:
             f = trig.memo.get(key)
             if f is None:
                 f = trig.flags(key)
+        if f & F_GATED and not trig.confirm(line):
+            f &= ~_EVENT_BITS  # only the short words of a `scan: regex` format, and its regex does not match
         if f & F_WINDOW and b'File "' in line:
             self.frame_end = max(self.frame_end, lineno + FRAME_REACH)
         if lineno <= self.window_end:
@@ -1000,6 +1029,8 @@ class LineScanner:
                 continue
             k = seg.translate(None, DELETE)
             f = flags_of(k)
+            if f & F_GATED and not self.trig.confirm(seg):
+                f &= ~_EVENT_BITS
             if f & F_EVENT:
                 if f & F_BAR:  # redraws of one bar (same description) are one run, however its numbers change
                     k = k[: k.find(b"%|")]

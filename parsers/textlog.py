@@ -53,6 +53,11 @@ CONFIG_TRIGGER = re.compile(r"batch|period|every|interval|steps|freq|workers|epo
 # What any CONFIG_RE match contains (its key's end, then `=`/`:`/space and a digit): a cheap test before finditer.
 CONFIG_HINT_RE = re.compile(r"(?:batch|period|every|interval|_steps|_freq|frequency|num_workers|epochs|timeout)\w*"
                             r"['\"]?(?:\s*[=:]\s*|\s+)['\"]?\d", re.I)
+# A config echo (`sample_every=1000`, `'eval_every': 500`) wherever it is printed: found by the whole-block scan at
+# every occurrence (the config words alone are reported once per block: `epoch 3 batch 120` is progress, and so is
+# `batch: 120`: a bare `batch` key is left to that).
+CONFIG_ECHO_SCAN = (r"(?:batch_|_batch|period|every|interval|_steps|_freq|frequency|num_workers|epochs|timeout)\w*"
+                    r"['\"]?\s*[=:]\s*['\"]?\d")
 CONFIG_HINT_WORDS = ("batch", "period", "every", "interval", "_steps", "_freq", "frequency", "num_workers", "epochs",
                      "timeout")
 WORK_KV_RE = regex.compile(r"(\w+(?:\(ms\))?)=([^,]+)")
@@ -589,9 +594,19 @@ def _prefilter_triggers() -> prefilter.Triggers:
         events=sorted({t for f in fmts.FORMATS for t in f.triggers} | set(LINE_TRIGGERS)),
         events_nocase=LINE_TRIGGERS_NOCASE, windows=WINDOW_TRIGGERS, steps=STEP_TRIGGERS,
         steps_nocase=STEP_TRIGGERS_NOCASE, weak_steps_nocase=WEAK_STEP_TRIGGERS_NOCASE,
-        weak_events=WEAK_EVENT_TRIGGERS,
+        weak_events=WEAK_EVENT_TRIGGERS, gates=_gates(), scans=((CONFIG_ECHO_SCAN, True),),
         error_events=sorted({t for f in fmts.FORMATS if f.level == "error" for t in f.triggers} | set(LINE_TRIGGERS)
                             | set(WINDOW_TRIGGERS)))
+
+
+def _gates() -> tuple:
+    """The scan patterns of the `scan: regex` formats, and their triggers that no other format or line rule
+    shares (see prefilter.Triggers)."""
+    scanned = [f for f in fmts.FORMATS if f.scan_regex]
+    shared = {t for f in fmts.FORMATS if not f.scan_regex for t in f.triggers} | set(LINE_TRIGGERS) \
+        | set(WINDOW_TRIGGERS)
+    gated = sorted({t for f in scanned for t in f.triggers} - shared)
+    return tuple(fmts.scan_pattern(f) for f in scanned), tuple(gated)
 
 
 def warm() -> None:
