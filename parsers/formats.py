@@ -342,27 +342,36 @@ def load_formats(defs: list[dict] = FORMAT_DEFS) -> list[LineFormat]:
 FORMATS = load_formats()
 
 
+def _tokens(pattern: str):
+    """(position, token, inside a [...] class) for each token of a regex; an escape is one token."""
+    in_class, i = False, 0
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            yield i, pattern[i:i + 2], in_class
+            i += 2
+            continue
+        ch, was = pattern[i], in_class
+        if in_class:
+            in_class = ch != "]" or pattern[i - 1] == "["
+        elif ch == "[":
+            in_class = True
+        yield i, ch, was
+        i += 1
+
+
 def _without_optional_tail(pattern: str) -> str:
     """The pattern without a trailing optional group (`...(?:[^\\n]*?(?P<path>...))?`): it changes what a match
     captures, never whether a line matches, and a scanner need not follow it to the end of every line."""
     if not pattern.endswith(")?"):
         return pattern
-    in_class, i, start = False, 0, None
-    opens = []
-    while i < len(pattern) - 1:
-        ch = pattern[i]
-        if ch == "\\":
-            i += 2
-            continue
+    opens, start = [], None
+    for i, tok, in_class in _tokens(pattern[:-1]):
         if in_class:
-            in_class = ch != "]" or pattern[i - 1] == "["
-        elif ch == "[":
-            in_class = True
-        elif ch == "(":
+            continue
+        if tok == "(":
             opens.append(i)
-        elif ch == ")":
+        elif tok == ")":
             start = opens.pop()
-        i += 1
     return pattern[:start] if start is not None and not opens and start > 0 else pattern
 
 
@@ -374,25 +383,8 @@ def scan_pattern(fmt: LineFormat) -> tuple[str, bool]:
     caseless = pattern.startswith("(?i)")
     if caseless:
         pattern = pattern[4:]
-    pattern = re.sub(r"\(\?P<\w+>", "(", pattern)
-    pattern = _without_optional_tail(pattern)
-    out, in_class, i = [], False, 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\":
-            out.append(pattern[i:i + 2])
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]" or pattern[i - 1] == "["
-        elif ch == "[":
-            in_class = True
-        elif ch == "^":
-            i += 1
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out), caseless
+    pattern = _without_optional_tail(re.sub(r"\(\?P<\w+>", "(", pattern))
+    return "".join(tok for _, tok, in_class in _tokens(pattern) if in_class or tok != "^"), caseless
 
 
 def trigger_regex(words) -> re.Pattern:
