@@ -91,21 +91,10 @@ def _load_builtin() -> None:
             _BROKEN.append(f"{mod} unavailable: {type(exc).__name__}: {exc}")
 
 
-def load() -> None:
-    """Import (and so register) every built-in parser."""
-    _load_builtin()
-
-
 def preload() -> None:
     """Import every built-in parser and build the shared trigger matchers: done once in a parent before it forks
     its parser processes, so that each of them does not pay for it again (~0.15 CPU-s each)."""
     _load_builtin()
-    warm()
-
-
-def warm() -> None:
-    """Compile the shared trigger matchers (Hyperscan compiles without the interpreter lock: a thread can do it
-    while the caller walks the tree)."""
     try:
         from parsers import textlog
         textlog.warm()

@@ -164,17 +164,7 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
 
     `quiet` turns off the progress bar drawn on stderr (it is drawn only when stderr is a terminal). `html` says
     the caller renders the HTML report next: its charting and template code is loaded while the files are parsed."""
-    # The parsers are imported now, and their trigger matchers compiled while the tree is walked: Hyperscan
-    # compiles without the interpreter lock, so the ~0.1 s it takes overlaps discovery (joined before any worker
-    # is forked, which then inherits both).
-    from parsers import base as parsers_base
-    parsers_base.load()
-    parsers_ready = threading.Thread(target=parsers_base.warm, name="postmortem-parsers", daemon=True)
-    parsers_ready.start()
-    try:
-        sources = discover_mod.discover(path)
-    finally:
-        parsers_ready.join()
+    sources = discover_mod.discover(path)
     preload = _Preload(html=html)
     results = parse_all(sources, jobs=jobs, engine=engine, scheduler=scheduler, quiet=quiet, preload=preload)
     preload.join()
