@@ -7,9 +7,7 @@ on one core. The prefilter asks this question once per long progress-bar line, w
 """
 from __future__ import annotations
 
-import hashlib
 import os
-import platform
 import re
 
 try:  # optional: `pip install ddp-postmortem[fast]`
@@ -25,43 +23,11 @@ def available() -> bool:
     return _hs is not None
 
 
-def _cache_path(exprs: list[bytes], flags: list[int]) -> str | None:
-    """Where a compiled database of these expressions is kept between runs (None: caching is off). The name
-    holds a hash of the expressions, their flags and the Hyperscan version; `POSTMORTEM_CACHE=off` turns it off."""
-    root = os.environ.get("POSTMORTEM_CACHE")
-    if root == "off":
-        return None
-    if not root:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(base, "postmortem")
-    digest = hashlib.sha256(repr((exprs, flags, getattr(_hs, "__version__", ""), platform.machine())).encode())
-    return os.path.join(root, f"hyperscan-{digest.hexdigest()[:32]}.db")
-
-
 def _compiled(exprs: list[bytes], flags: list[int]):
-    """A block-mode database for the expressions: loaded from the cache when a run compiled the same set before
-    (compiling the ~200 triggers and the prefilter regexes takes ~0.1 s; loading, a millisecond), else compiled
-    and cached. A cached file that does not load (another CPU, damaged) is compiled again."""
-    path = _cache_path(exprs, flags)
-    if path is not None:
-        try:
-            with open(path, "rb") as fh:
-                db = _hs.loadb(fh.read(), mode=_hs.HS_MODE_BLOCK)
-            db.scratch = _hs.Scratch(db)  # a loaded database has none (scanning without one finds nothing)
-            return db
-        except (OSError, _hs.error, TypeError, ValueError):
-            pass
+    """A block-mode database for the expressions. (A serialized copy loaded with hyperscan.loadb reported fewer
+    matches than the compiled one in python-hyperscan 0.9.1, so it is compiled in every process.)"""
     db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
     db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
-    if path is not None:
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "wb") as fh:
-                fh.write(_hs.dumpb(db))
-            os.replace(tmp, path)  # whole or not at all, also with runs side by side
-        except (OSError, _hs.error):
-            pass
     return db
 
 

@@ -7,7 +7,3 @@ import os as _os
 
 # A rule that raises is a bug: in the tests it fails the test instead of becoming a rule_errors entry.
 _os.environ.setdefault("POSTMORTEM_STRICT_RULES", "1")
-# Compiled trigger databases are cached in a directory of this test session, not in the user's ~/.cache.
-import tempfile as _tempfile
-
-_os.environ.setdefault("POSTMORTEM_CACHE", _tempfile.mkdtemp(prefix="postmortem-test-cache-"))

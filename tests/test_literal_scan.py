@@ -20,21 +20,3 @@ def test_finds_literals_caseless_literals_and_regexes():
 
 def test_an_empty_set_finds_nothing():
     assert not literal_scan.LiteralSet([], []).search(b"anything")
-
-
-def test_compiled_database_is_cached_and_gives_the_same_matches(tmp_path, monkeypatch):
-    """A second set of the same expressions loads the database the first compiled (a damaged or foreign file is
-    compiled again; POSTMORTEM_CACHE=off keeps nothing)."""
-    monkeypatch.setenv("POSTMORTEM_CACHE", str(tmp_path))
-    data = b"x Saving checkpoint\nerror here\nplain\nSaving model to y\n" * 50
-    args = ([b"error", b"Saving"], [b"PLAIN"], [rb"model\s+to"])
-    fresh = literal_scan.LiteralSet(*args).ends(data)
-    files = list(tmp_path.iterdir())
-    assert len(files) == 1 and fresh
-    loaded = literal_scan.LiteralSet(*args)
-    assert loaded.ends(data) == fresh and loaded.search(b"an error")
-    files[0].write_bytes(b"not a database")
-    assert literal_scan.LiteralSet(*args).ends(data) == fresh
-    monkeypatch.setenv("POSTMORTEM_CACHE", "off")
-    off = tmp_path / "off"
-    assert literal_scan.LiteralSet([b"other"]).ends(b"other") == [5] and not off.exists()
