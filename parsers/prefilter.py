@@ -102,16 +102,15 @@ class Triggers:
 
     def __init__(self, events: list[str], events_nocase: list[str], windows: dict[str, int], steps: list[str],
                  steps_nocase: list[str], weak_steps_nocase: list[str], weak_events: list[str] = (),
-                 error_events: list[str] | None = None, gates: tuple = (), scans: tuple = ()):
+                 error_events: list[str] | None = None, gates: tuple = (), gated: tuple = (),
+                 scans: tuple = ()):
         """`gates`: (pattern, caseless) of the `scan: regex` formats, and `gated`, their triggers (in `events`)
         that no other format shares: a line with only those is an event only where a gate pattern matches it
-        (confirm), and the whole-block scan looks for the patterns instead of these short, common words.
+        (gate), and the whole-block scan looks for the patterns instead of these short, common words.
         `scans`: more (pattern, caseless) the whole-block scan finds every match of (lines that hold an event
         trigger anyway, such as a config echo's `_every=`, whose words alone are reported once per block)."""
-        self.scans = tuple(scans)
-        gates, gated = (tuple(gates[0]), frozenset(gates[1])) if gates else ((), frozenset())
+        self.gates, self.scans, gated = tuple(gates), tuple(scans), frozenset(gated)
         events = [t for t in events if t not in set(weak_events)]
-        self.gates = gates
         self.gated_re = trigger_regex(sorted({normalise(t) for t in gated} - {b""})) if gated else None
         # ASCII classes, as Hyperscan's: every line this confirms, the whole-block scan has found
         self.gate_re = regex.compile("|".join(f"(?{'i' if caseless else ''}:{p})" for p, caseless in gates),
@@ -176,12 +175,13 @@ class Triggers:
         f = self.flags(line[:first].translate(None, DELETE)) | self.flags(last.translate(None, DELETE))
         return None if f & F_EVENT else f
 
-    def confirm(self, line) -> bool:
-        """Whether a gated line (F_GATED) is an event: one of the gate patterns matches it."""
-        if self.gate_re is None:
-            return True
+    def gate(self, f: int, line) -> int:
+        """A line's flags, without its event bits where they come only from gated words (F_GATED) and no gate
+        pattern matches the line."""
+        if not f & F_GATED or self.gate_re is None:
+            return f
         raw = line if type(line) is bytes else line.bytes()
-        return self.gate_re.search(raw.decode("utf-8", "replace")) is not None
+        return f if self.gate_re.search(raw.decode("utf-8", "replace")) is not None else f & ~_EVENT_BITS
 
     def classify(self, key: bytes) -> int:
         """Flags of one segment's shape key (no `\\r` inside)."""
@@ -892,8 +892,8 @@ class LineScanner:
             f = trig.memo.get(key)
             if f is None:
                 f = trig.flags(key)
-        if f & F_GATED and not trig.confirm(line):
-            f &= ~_EVENT_BITS  # only the short words of a `scan: regex` format, and its regex does not match
+        if f & F_GATED:
+            f = trig.gate(f, line)  # only the short words of a `scan: regex` format: an event if its regex matches
         if f & F_WINDOW and b'File "' in line:
             self.frame_end = max(self.frame_end, lineno + FRAME_REACH)
         if lineno <= self.window_end:
@@ -1029,8 +1029,8 @@ class LineScanner:
                 continue
             k = seg.translate(None, DELETE)
             f = flags_of(k)
-            if f & F_GATED and not self.trig.confirm(seg):
-                f &= ~_EVENT_BITS
+            if f & F_GATED:
+                f = self.trig.gate(f, seg)
             if f & F_EVENT:
                 if f & F_BAR:  # redraws of one bar (same description) are one run, however its numbers change
                     k = k[: k.find(b"%|")]

@@ -594,19 +594,19 @@ def _prefilter_triggers() -> prefilter.Triggers:
         events=sorted({t for f in fmts.FORMATS for t in f.triggers} | set(LINE_TRIGGERS)),
         events_nocase=LINE_TRIGGERS_NOCASE, windows=WINDOW_TRIGGERS, steps=STEP_TRIGGERS,
         steps_nocase=STEP_TRIGGERS_NOCASE, weak_steps_nocase=WEAK_STEP_TRIGGERS_NOCASE,
-        weak_events=WEAK_EVENT_TRIGGERS, gates=_gates(), scans=((CONFIG_ECHO_SCAN, True),),
+        weak_events=WEAK_EVENT_TRIGGERS, **_gates(), scans=((CONFIG_ECHO_SCAN, True),),
         error_events=sorted({t for f in fmts.FORMATS if f.level == "error" for t in f.triggers} | set(LINE_TRIGGERS)
                             | set(WINDOW_TRIGGERS)))
 
 
-def _gates() -> tuple:
-    """The scan patterns of the `scan: regex` formats, and their triggers that no other format or line rule
-    shares (see prefilter.Triggers)."""
+def _gates() -> dict:
+    """The scan patterns of the `scan: regex` formats (gates), and their triggers that no other format or line
+    rule shares (gated; see prefilter.Triggers)."""
     scanned = [f for f in fmts.FORMATS if f.scan_regex]
     shared = {t for f in fmts.FORMATS if not f.scan_regex for t in f.triggers} | set(LINE_TRIGGERS) \
         | set(WINDOW_TRIGGERS)
     gated = sorted({t for f in scanned for t in f.triggers} - shared)
-    return tuple(fmts.scan_pattern(f) for f in scanned), tuple(gated)
+    return {"gates": tuple(fmts.scan_pattern(f) for f in scanned), "gated": tuple(gated)}
 
 
 def warm() -> None:

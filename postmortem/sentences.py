@@ -9,6 +9,19 @@ _EXC_RE = re.compile(r"\b((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interr
 _BUSY_RE = re.compile(r"busy \((?P<what>.+)\) while", re.S)
 _STUCK_RE = re.compile(r"stuck in (?P<what>.+?) while", re.S)
 
+
+def _straggler_work(f: Finding) -> tuple[str, str | None]:
+    """What a straggler finding says the rank did (logger, stuck, busy or outside) and the work its title names."""
+    m = _BUSY_RE.search(f.title) or _STUCK_RE.search(f.title)
+    if f.category == "logging_blocking":
+        return "logger", None
+    if m and f.rule == "odd-rank-out-stack":
+        return "stuck", m.group("what")
+    if m and not m.group("what").startswith("non-collective work"):
+        return "busy", m.group("what")
+    return "outside", None
+
+
 PHASE_WORDS = {"train": "during training", "eval": "during evaluation", "sample": "while sampling",
                "checkpoint": "while saving or loading a checkpoint", "init": "during start-up"}
 
@@ -93,15 +106,9 @@ def finding_sentence(f: Finding) -> str:
         return (f"{who} {hedge}called a different collective than {_others(f)}{step}, so the collectives could "
                 "not match.")
     if cat in ("straggler", "logging_blocking"):
-        m = _BUSY_RE.search(f.title) or _STUCK_RE.search(f.title)
-        if cat == "logging_blocking":
-            what = "was blocked inside the logger"
-        elif m and f.rule == "odd-rank-out-stack":
-            what = f"was stuck in {m.group('what')}"
-        elif m and not m.group("what").startswith("non-collective work"):
-            what = f"was busy with {m.group('what')}"
-        else:
-            what = "was busy with work outside the collectives"
+        how, work = _straggler_work(f)
+        what = {"logger": "was blocked inside the logger", "stuck": f"was stuck in {work}",
+                "busy": f"was busy with {work}", "outside": "was busy with work outside the collectives"}[how]
         return f"{who} {hedge}{what}{step} while {_others(f)} waited for it in a collective."
     if cat == "checkpoint_corruption":
         return (f"{who} {hedge}failed to load a checkpoint{step} because the file was incomplete or corrupt "
@@ -178,15 +185,9 @@ def finding_sentence_zh(f: Finding) -> str:
             return f"{who}{hedge}在训练结束后又调用了集合通信，已经结束的 rank 不会再参与。"
         return f"{who}{hedge}{step}调用的集合通信与{others}不同，双方无法匹配。"
     if cat in ("straggler", "logging_blocking"):
-        m = _BUSY_RE.search(f.title) or _STUCK_RE.search(f.title)
-        if cat == "logging_blocking":
-            what = "阻塞在日志记录器中"
-        elif m and f.rule == "odd-rank-out-stack":
-            what = f"卡在 {m.group('what')}"
-        elif m and not m.group("what").startswith("non-collective work"):
-            what = f"忙于 {m.group('what')}"
-        else:
-            what = "忙于集合通信之外的工作"
+        how, work = _straggler_work(f)
+        what = {"logger": "阻塞在日志记录器中", "stuck": f"卡在 {work}", "busy": f"忙于 {work}",
+                "outside": "忙于集合通信之外的工作"}[how]
         return f"{who}{hedge}{step}{what}，而{others}在集合通信中等待它。"
     if cat == "checkpoint_corruption":
         return f"{who}{hedge}{step}加载检查点失败：文件不完整或已损坏（未写完，或在写入时被读取）。"
