@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from typing import TYPE_CHECKING
 
+from postmortem import beside
 from postmortem import discover as discover_mod
 from postmortem.findings import Finding, Verdict
 
@@ -164,7 +165,13 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
 
     `quiet` turns off the progress bar drawn on stderr (it is drawn only when stderr is a terminal). `html` says
     the caller renders the HTML report next: its charting and template code is loaded while the files are parsed."""
-    sources = discover_mod.discover(path)
+    if _parallel_likely(path, jobs, engine):
+        # The tree is walked and sniffed in a forked child while this process imports the parsers and builds their
+        # trigger databases, which the parser processes then inherit: the two used to run one after the other.
+        from parsers.base import preload as preload_parsers
+        sources = beside.call_beside(discover_mod.discover, path, preload_parsers)
+    else:
+        sources = discover_mod.discover(path)
     preload = _Preload(html=html)
     results = parse_all(sources, jobs=jobs, engine=engine, scheduler=scheduler, quiet=quiet, preload=preload)
     preload.join()
@@ -175,6 +182,13 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
     tables = tables_mod.build(sources, results)
     del results  # the tables hold what is needed; the parsed rows can go before the rules run
     return conclude_tables(path, sources, tables, rules=rules)
+
+
+def _parallel_likely(path: str, jobs: int | None, engine: str) -> bool:
+    """Whether parse_all will fork parser processes for this path: a big enough directory, more than one CPU."""
+    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    return (engine == "local" and workers > 1 and os.path.isdir(path) and beside.can_fork()
+            and (jobs is not None or discover_mod.holds_at_least(path, PARALLEL_MIN_BYTES)))
 
 
 def conclude(path: str, sources: list, results: list, rules: list[str] | None = None) -> Analysis:

@@ -297,6 +297,29 @@ def discover(path: str) -> list[Source]:
     return found
 
 
+def holds_at_least(path: str, limit: int) -> bool:
+    """Whether the directory tree at `path` holds at least `limit` bytes of regular files (stops counting there)."""
+    total, stack, seen = 0, [path], set()
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            if entry.inode() not in seen:
+                                seen.add(entry.inode())
+                                stack.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False):
+                            total += entry.stat(follow_symlinks=False).st_size
+                            if total >= limit:
+                                return True
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return False
+
+
 class ArchiveSources(list):
     """The sources of an archive's members; holds the temporary copy they are read from for as long as it lives."""
 

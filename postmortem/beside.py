@@ -1,0 +1,60 @@
+"""Run one function in a forked child while the parent does other work, e.g. discovery while the parsers load."""
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+
+
+def can_fork() -> bool:
+    """Whether a plain fork is available and is what the parser pool uses too (Linux; not macOS/Windows spawn)."""
+    if not hasattr(os, "fork") or sys.platform == "darwin":
+        return False
+    import multiprocessing
+    return multiprocessing.get_start_method(allow_none=True) in (None, "fork") and \
+        multiprocessing.get_context().get_start_method() == "fork"
+
+
+def call_beside(fn, arg, work):
+    """fn(arg) computed in a forked child while `work()` runs here; returns fn(arg)'s value.
+
+    Whatever goes wrong in the child (an exception, a crash, an unpicklable value), fn(arg) runs again here, so the
+    caller sees exactly what a plain call would return or raise. Call it before any thread is started: the child
+    is a fork of this process."""
+    try:
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+    except OSError:
+        work()
+        return fn(arg)
+    if pid == 0:  # the child: compute, send, and leave without running the parent's exit handlers
+        code = 1
+        try:
+            os.close(read_fd)
+            data = pickle.dumps(fn(arg), protocol=pickle.HIGHEST_PROTOCOL)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_fd, view):]
+            code = 0
+        except BaseException:  # noqa: BLE001 - the parent repeats the call and raises what it raises
+            pass
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    try:
+        work()
+    finally:
+        chunks = []
+        with os.fdopen(read_fd, "rb") as pipe:
+            while True:
+                chunk = pipe.read(1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) == 0:
+        try:
+            return pickle.loads(b"".join(chunks))  # our own child's bytes, not input from a log
+        except Exception:  # noqa: BLE001 - fall back to the plain call
+            pass
+    return fn(arg)
