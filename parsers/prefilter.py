@@ -423,9 +423,14 @@ class LineScanner:
         head = buf[:HEAD_BYTES]
         parts = head.split(b"\n", n)
         if len(parts) > n or len(head) == len(buf):  # n whole lines (or the whole file) in the head: split in C
-            parts = parts[:n]
+            parts = [p if len(p) <= 1024 else p[:1024] for p in parts[:n]]  # the start tells the prefix scheme
+            joined = b"\n".join(parts)
+            if not _needs_clean(joined):
+                # one decode gives what a decode per line gives (a newline never sits inside a UTF-8 sequence, so a
+                # broken or cut one is replaced the same way)
+                return _decode(joined).split("\n")
             clean = textio.clean
-            return [clean(_decode(p[:1024])) for p in parts]
+            return [clean(_decode(p)) for p in parts]
         for _ in range(n):  # no split of the whole block: a head line can be a megabyte of progress redraws
             j = buf.find(b"\n", pos)
             end = len(buf) if j < 0 else j
@@ -1161,6 +1166,11 @@ class _Lazy:
         else:
             seg = self.scanner.step_segment(self.line)
         return None if seg is None else _text(seg)
+
+
+def _needs_clean(data: bytes) -> bool:
+    """Whether textio.clean would change a line of these joined lines: a NUL, an escape, a CR ending a line."""
+    return b"\x00" in data or b"\x1b" in data or b"\r\n" in data or data.endswith(b"\r")
 
 
 def _clean_items(items: list, buf: bytes) -> list:

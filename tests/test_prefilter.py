@@ -255,3 +255,25 @@ def test_random_big_logs_give_the_same_event_lines_on_the_fast_and_the_exact_pat
     assert outs[0][:2] == outs[1][:2]
     assert all(outs[0][2][k] <= outs[1][2][k] for k in outs[1][2])
     assert outs[0][1] == textio.count_lines(str(p))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_head_lines_decoded_at_once_equal_a_decode_per_line(tmp_path, seed):
+    """head_lines decodes the head in one go where nothing needs cleaning: the same strings as the per-line path,
+    whatever the head holds (long lines cut at 1024 bytes, broken or cut UTF-8, CRs, escapes, NULs)."""
+    import random
+    rnd = random.Random(seed)
+    pieces = [b"[rank3]: step 12 loss 0.5", "é€日本".encode(), b"\xe2\x82", b"\xff", b"x" * 1030, b"\r", b"\x1b[31m",
+              b"\x00", b"NCCL INFO Channel 00/0 : 0[0] -> 1[1]", b" " * 3, "€".encode() * 400]
+    weights = [20, 3, 1, 1, 1, 2, 0 if seed % 2 else 1, 0 if seed % 3 else 1, 10, 3, 1]
+    lines = [b"".join(rnd.choices(pieces, weights, k=rnd.randint(0, 6))) for _ in range(rnd.randint(1, 60))]
+    data = b"\n".join(lines) + (b"\n" if seed % 4 else b"")
+    path = tmp_path / "rank0.log"
+    path.write_bytes(data)
+    scanner = prefilter.LineScanner(str(path), textio.ReadStats(), len(data), textlog._prefilter_triggers())
+    try:
+        for n in (1, 7, 400):
+            want = [textio.clean(p[:1024].decode("utf-8", "replace")) for p in data.split(b"\n", n)[:n]]
+            assert scanner.head_lines(n) == want
+    finally:
+        scanner.close()
