@@ -1,6 +1,8 @@
 """Rules for ordinary crashes and bare timeouts: the earliest non-cascade exception; timeouts nothing explains."""
 from __future__ import annotations
 
+import bisect
+
 import pandas as pd
 
 from postmortem.findings import Finding
@@ -18,10 +20,10 @@ def first_exception(tables):
     if tb.empty:
         return []
     tb = tb[tb["exc_type"] != "<truncated>"]
-    tb = tb[[not _explained(tables, r) for _, r in tb.iterrows()]]
+    tb = tb[[not owned for owned in _explained(tables, tb)]]
     if tb.empty:
         return []
-    tb = tb.assign(_k=[facts.order_key(r) for _, r in tb.iterrows()]).sort_values("_k")
+    tb = tb.assign(_k=facts.order_keys(tb)).sort_values("_k")
     first = tb.iloc[0]
     ranks = facts.ranks_of(tb[tb["exc_type"] == first["exc_type"]])
     culprit = [int(first["rank"])] if not _na(first["rank"]) else []
@@ -42,12 +44,24 @@ SPECIALISED = ("oom", "checkpoint_error", "dataloader", "nccl_error", "nccl_warn
                "ddp_error", "nan", "host_oom", "enospc", "kernel_xid", "kernel_gpu_error")
 
 
-def _explained(tables, row) -> bool:
-    """True when a specialised rule owns this exception (an event of its kind sits on the exception's lines)."""
+def _explained(tables, tb) -> list[bool]:
+    """For each traceback: whether a specialised rule owns it (an event of its kind sits on the exception's lines,
+    or up to 3 lines after). One sorted list of event lines per source, searched by bisection."""
     ev = tables.events
-    lo, hi = int(row["line"]), int(row["end_line"]) if not _na(row["end_line"]) else int(row["line"])
-    near = ev[(ev["source"] == row["source"]) & (ev["line"] >= lo) & (ev["line"] <= hi + 3) & ev["kind"].isin(SPECIALISED)]
-    return len(near) > 0
+    ev = ev[ev["kind"].isin(SPECIALISED) & ev["line"].notna()]
+    at: dict = {}
+    for source, line in zip(ev["source"].tolist(), ev["line"].tolist()):
+        at.setdefault(source, []).append(int(line))
+    for lines in at.values():
+        lines.sort()
+    out = []
+    for source, line, end_line in zip(tb["source"].tolist(), tb["line"].tolist(), tb["end_line"].tolist()):
+        lines = at.get(source)
+        lo = int(line)
+        hi = lo if _na(end_line) else int(end_line)
+        i = bisect.bisect_left(lines, lo) if lines else 0
+        out.append(bool(lines) and i < len(lines) and lines[i] <= hi + 3)
+    return out
 
 
 def _na(v) -> bool:

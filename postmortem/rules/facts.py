@@ -59,7 +59,11 @@ def ranks_of(df: pd.DataFrame) -> list[int]:
 
 def is_cascade_traceback(row) -> bool:
     """True for exceptions that report another rank's failure (timeouts, closed peers, launcher summaries)."""
-    return bool(CASCADE_EXC.search(str(row["exc_type"])) or CASCADE_MSG.search(str(row["exc_message"])))
+    return _is_cascade(row["exc_type"], row["exc_message"])
+
+
+def _is_cascade(exc_type, exc_message) -> bool:
+    return bool(CASCADE_EXC.search(str(exc_type)) or CASCADE_MSG.search(str(exc_message)))
 
 
 def root_tracebacks(tables) -> pd.DataFrame:
@@ -67,8 +71,8 @@ def root_tracebacks(tables) -> pd.DataFrame:
     tb = tables.tracebacks
     if tb.empty:
         return tb
-    mask = ~tb.apply(is_cascade_traceback, axis=1)
-    return tb[mask]
+    # read column-wise: a Series per row costs ~50 us, and an error flood keeps thousands of tracebacks
+    return tb[[not _is_cascade(t, m) for t, m in zip(tb["exc_type"].tolist(), tb["exc_message"].tolist())]]
 
 
 def frame_funcs(frames) -> list[str]:
@@ -107,6 +111,14 @@ def order_key(row) -> tuple:
         return (0, pd.Timestamp(ts).value)
     line = _int(row.get("line") if hasattr(row, "get") else None)
     return (1, line if line is not None else 1 << 60)
+
+
+def order_keys(df: pd.DataFrame) -> list[tuple]:
+    """order_key of every row, read column-wise (no Series per row: thousands of rows in an error flood)."""
+    n = len(df)
+    ts = df["ts"].tolist() if "ts" in df.columns else [None] * n
+    lines = df["line"].tolist() if "line" in df.columns else [None] * n
+    return [order_key({"ts": t, "line": ln}) for t, ln in zip(ts, lines)]
 
 
 def laggards(tables) -> tuple[list[int], str, list[Evidence]]:

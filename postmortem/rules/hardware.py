@@ -82,7 +82,7 @@ def nccl_failure(tables):
     if warn.empty and err.empty:
         return []
     rows = pd.concat([warn, err])
-    rows = rows.assign(_k=[facts.order_key(r) for _, r in rows.iterrows()]).sort_values("_k")
+    rows = rows.assign(_k=facts.order_keys(rows)).sort_values("_k")
     text = " ".join(warn["message"].astype(str))
     culprit, conf, why = [], 0.55, ""
     oom = warn[warn["message"].str.contains(OOM_RE)]

@@ -45,7 +45,7 @@ def gpu_oom(tables):
     ooms = _python_ooms(tables)
     if ooms.empty:
         return []
-    ooms = ooms.assign(_k=[facts.order_key(r) for _, r in ooms.iterrows()]).sort_values("_k")
+    ooms = ooms.assign(_k=facts.order_keys(ooms)).sort_values("_k")
     first = ooms.iloc[0]
     culprit = [int(first["rank"])] if pd.notna(first["rank"]) else []
     tb_row = _tb_for(tables, first)
@@ -189,7 +189,7 @@ def dataloader_failure(tables):
     dl = facts.ev(tables, "dataloader")
     if dl.empty:
         return []
-    dl = dl.assign(_k=[facts.order_key(r) for _, r in dl.iterrows()]).sort_values("_k")
+    dl = dl.assign(_k=facts.order_keys(dl)).sort_values("_k")
     shm = dl[dl["details"].map(lambda a: "shm" in a or a.get("what") == "bus error" or "Bus" in str(a.get("signal", "")))]
     killed = dl[dl["details"].map(lambda a: str(a.get("signal", "")).startswith("Killed"))]
     first = dl.iloc[0]
