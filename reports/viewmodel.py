@@ -493,12 +493,11 @@ def _fill_rank_sections(view: ReportView, analysis, t, figures: bool, lang: str)
         view.steps_phase = i18n.fmt(t, "steps_phase_note", phase=i18n.phase_words(t, model.steps_phase))
     if figures:
         from reports import figures as figs_mod  # matplotlib: a quarter second to import, only for charts
-        f = figs_mod.timeline_figure(model, lang)
-        if f is not None:
-            view.timeline_fig = FigureView("timeline", figs_mod.to_data_uri(f), t["fig_timeline_alt"])
-        f = figs_mod.steps_figure(model, lang)
-        if f is not None:
-            view.steps_fig = FigureView("steps", figs_mod.to_data_uri(f), t["fig_steps_alt"])
+        timeline_uri, steps_uri = figs_mod.timeline_and_steps(model, lang)
+        if timeline_uri is not None:
+            view.timeline_fig = FigureView("timeline", timeline_uri, t["fig_timeline_alt"])
+        if steps_uri is not None:
+            view.steps_fig = FigureView("steps", steps_uri, t["fig_steps_alt"])
 
 
 def _step_rows(model, t) -> list[StepRow]:

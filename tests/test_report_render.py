@@ -506,3 +506,34 @@ def test_a_faulty_gpu_beyond_the_series_cap_is_still_drawn():
     labels = _legend(make_figures(_many_gpus(n, lost=n - 2))["gpu_memory"])
     assert f"node{(n - 2) // 8:03d} GPU {(n - 2) % 8} (lost)" in labels, labels
     assert f"{sections.MAX_GPU_SERIES - 1} other GPUs" in labels
+
+
+def test_big_job_timeline_is_drawn_beside_with_the_same_bytes(monkeypatch):
+    """At 64+ ranks the timeline is drawn in a forked process while this one draws the steps chart: the same
+    PNGs as drawing both here; never with another thread alive (a fork copies only the calling thread)."""
+    import threading
+
+    from postmortem import beside
+    from reports import figures as figs_mod
+    from reports import ranks as ranks_mod
+    if not beside.can_fork() or (os.cpu_count() or 1) < 2 or threading.active_count() > 1:
+        pytest.skip("needs fork, two CPUs and no other thread in the test process")
+    model = ranks_mod.build(synthetic(world=80, culprit=37))
+    assert len(model.summaries) >= figs_mod.BESIDE_MIN_SUMMARIES
+    calls = []
+    real = beside.call_beside
+    monkeypatch.setattr(beside, "call_beside", lambda fn, arg, work: calls.append(1) or real(fn, arg, work))
+    both = figs_mod.timeline_and_steps(model)
+    assert calls == [1] and both[0] and both[1]
+    monkeypatch.setattr(figs_mod, "BESIDE_MIN_SUMMARIES", 10 ** 9)
+    assert figs_mod.timeline_and_steps(model) == both and calls == [1]
+    monkeypatch.setattr(figs_mod, "BESIDE_MIN_SUMMARIES", 1)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert not figs_mod._draw_beside(model)
+    finally:
+        stop.set()
+        other.join()
+    assert figs_mod._draw_beside(model)
