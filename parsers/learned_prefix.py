@@ -8,6 +8,7 @@ separator. Words are never prefix tokens, so `INFO`, `{'loss':` or `Epoch` can n
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ _RANK = re.compile(r"^[\[(<]?(?:global_?)?rank[=:#_ ]?(?P<rank>\d{1,6})[\])>]?:?
 _SEPARATOR = re.compile(r"^(?:\|{1,2}|-{1,2}|>{1,2}|::?|»|\|>)$")
 _ID = re.compile(r"^[\[(]?[\w.@:/-]{1,48}[\])]?:?$")
 _DIGIT = re.compile(r"\d+")
+# What every `ts` token (_TS: a date or hh:mm:ss) and every `rank` token (_RANK) contains.
+_DATE_OR_TIME = (rb"\d{4}[-/]\d\d[-/]\d\d", rb"\d\d:\d\d:\d\d")
 
 
 _DIGITS_TO_ZERO = str.maketrans("123456789", "000000000")
@@ -109,6 +112,29 @@ def _run(line: str) -> tuple[tuple[str, ...], list[str]]:
     return classes, tokens
 
 
+@functools.lru_cache(maxsize=1)
+def _stamp_or_rank_matcher():
+    """Hyperscan set of what a `ts` or `rank` token contains (None without Hyperscan)."""
+    from parsers import literal_scan
+    if not literal_scan.available():
+        return None
+    return literal_scan.LiteralSet([], literals_nocase=[b"rank"], regexes=list(_DATE_OR_TIME))
+
+
+def _too_few_stamps_or_ranks(lines: list[str]) -> bool:
+    """True when fewer lines than a learned prefix needs hold a date, a time or the word `rank`: then no run of
+    theirs can have the stamp or rank tag learn() requires, and the token runs need not be built (~0.15 ms a file,
+    most of learn(); NCCL and plain heads end here). Matches never span lines, so matches >= such lines; only
+    ASCII text is judged (Python's \\d and case folding go beyond ASCII), else False (no shortcut)."""
+    matcher = _stamp_or_rank_matcher()
+    if matcher is None:
+        return False
+    text = "\n".join(lines)
+    if not text.isascii():
+        return False
+    return len(matcher.ends(text.encode("ascii"))) < MIN_SHARE * len(lines)
+
+
 def learn(head_lines: list[str]) -> LearnedPrefix | None:
     """The collector prefix most of these lines share, or None (fewer than 3 lines, or no shared run)."""
     lines = [ln for ln in head_lines[:HEAD] if ln.strip()]
@@ -119,6 +145,8 @@ def learn(head_lines: list[str]) -> LearnedPrefix | None:
         return None
     if sum(ln.count(", ") >= 3 for ln in lines) * 5 >= len(lines) * 3:
         return None  # comma-separated rows (nvidia-smi --query CSV): a leading time is a column, not a stamp
+    if _too_few_stamps_or_ranks(lines):
+        return None
     runs = [_run(ln) for ln in lines]
     best = None
     full = Counter(classes for classes, _ in runs)  # lines of one run shape, first seen first (ties as lines)

@@ -614,6 +614,7 @@ def warm() -> None:
     triggers = _prefilter_triggers()
     triggers.fast_events()
     triggers.fast_config()
+    learned_prefix._stamp_or_rank_matcher()
 
 
 def _line_source(source: Source, stats: textio.ReadStats):

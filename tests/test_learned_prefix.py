@@ -77,3 +77,50 @@ def test_headless_pyspy_excerpt_is_a_stack(tmp_path):
 def test_headless_sniff_near_miss_plain_log():
     log = b"epoch 1 (train.py:10) started\nloss went down\nall good\nstep 5\n"
     assert sniff_kind(log, "x.log") == "rank_log"
+
+
+def _collector_head(seed: int) -> list[str]:
+    """Random head lines whose share of stamped/rank-tagged lines straddles learn()'s threshold."""
+    import random
+    rnd = random.Random(seed)
+    stamps = ["2024-05-01T10:00:00Z", "[2024-05-01", "10:00:01.123]", "[rank3]:", "RANK=7", "Rank:12", "rank"]
+    plain = ["gpu-node-001:{pid}:{tid}", "[1]", "|", "::", "job-42", "INFO", "NCCL", "loss=0.5", "step", "12:00:0",
+             "٢٠٢٤-٠٥-٠١", "10:00:0١", "{'loss':", "x" * 70]
+    shape = rnd.sample(plain, rnd.randint(1, 3))
+    if rnd.random() < 0.6:
+        shape.insert(rnd.randint(0, len(shape)), rnd.choice(stamps))
+    follow, stray = rnd.choice([0.3, 0.55, 0.62, 0.7, 0.95]), rnd.choice([0.0, 0.1, 0.3])
+    host = rnd.choice(["gpu-node-001", "worker-7"])
+    lines = []
+    for _ in range(rnd.randint(0, 70)):
+        head = shape if rnd.random() < follow else rnd.sample(plain, rnd.randint(0, 3))
+        if head is not shape and rnd.random() < stray:
+            head = head + [rnd.choice(stamps)]
+        text = " ".join(head).replace("{pid}", str(rnd.choice([101, 102]))).replace("{tid}", str(rnd.choice([5, 6, 7])))
+        lines.append(text.replace("gpu-node-001", host) + " " + rnd.choice(
+            ["training started", "NCCL INFO Channel 00/0 : 0[0] -> 1[1]", "", "loss 0.5 at step 3", "Saving"]))
+    return lines
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_stamp_or_rank_shortcut_never_changes_what_is_learned(seed, monkeypatch):
+    """learn() stops early when too few lines hold a date, a time or `rank`; on random heads of collector-like
+    tokens (stamps, rank tags, ids, separators, words, non-ASCII digits) it learns what the full search learns."""
+    from parsers import learned_prefix
+    lines = _collector_head(seed)
+    full = learned_prefix.learn(lines)
+    monkeypatch.setattr(learned_prefix, "_too_few_stamps_or_ranks", lambda _lines: False)
+    assert learned_prefix.learn(lines) == full
+
+
+def test_the_shortcut_test_reaches_both_sides():
+    """The generator above gives heads the shortcut stops on, heads it lets through, and learned prefixes."""
+    from parsers import learned_prefix
+    seen = set()
+    for seed in range(200):
+        lines = _collector_head(seed)
+        body = [ln for ln in lines[:64] if ln.strip()]
+        if len(body) >= 3:
+            seen.add("stopped" if learned_prefix._too_few_stamps_or_ranks(body) else "searched")
+        seen.add("learned" if learned_prefix.learn(lines) else "none")
+    assert seen == {"stopped", "searched", "learned", "none"}
