@@ -676,7 +676,9 @@ class LineScanner:
         """The latest line of each capped informational shape since the last handed-over line becomes the one held
         for it (numbered only now: a shape repeated on every line costs one line count, not one per line)."""
         for k, (ls, le) in sorted(later.items(), key=lambda kv: kv[1][0]):
-            self.pending_info[k] = (pos_line + newlines(pos, ls), buf[ls:le])
+            pos_line += newlines(pos, ls)  # in order: each span counted once, not again from `pos`
+            pos = ls
+            self.pending_info[k] = (pos_line, buf[ls:le])
         later.clear()
 
     def _dense(self, buf: bytes, start: int, end: int, lineno: int):
@@ -734,6 +736,7 @@ class LineScanner:
         # whose region ends first waits for the next region)
         stride = self.stride
         seen = None  # (start, end, line, flags) of the last line looked at: one long redraw line holds many marks
+        at, at_line = a, lineno  # the last position numbered: the next is counted from it, not from `a` again
         while self.next_mark < base + b:
             m = max(a, self.next_mark - base)
             if seen is not None and seen[0] <= m <= seen[1]:
@@ -760,7 +763,9 @@ class LineScanner:
                         seg = _last_segment_with(line, b"%|")
                     if seg is not None:
                         self.steps_n += 1
-                        yield lineno + newlines(a, ls), _text(seg), True
+                        at_line += newlines(at, ls) if ls >= at else -newlines(ls, at)
+                        at = ls
+                        yield at_line, _text(seg), True
                     found = True
                     break
                 ls = j + 1

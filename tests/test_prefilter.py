@@ -277,3 +277,23 @@ def test_head_lines_decoded_at_once_equal_a_decode_per_line(tmp_path, seed):
             assert scanner.head_lines(n) == want
     finally:
         scanner.close()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_every_handed_over_line_is_numbered_where_it_is(tmp_path, monkeypatch, seed):
+    """Sampled progress/step lines and event lines of the whole-block scan carry their own line numbers (the counts
+    between them are summed span by span, not recounted from a region's start)."""
+    import random
+    p = tmp_path / "rank3.log"
+    data = _random_log(random.Random(seed))
+    p.write_bytes(data)
+    monkeypatch.setattr(prefilter, "CHUNK", 1 << 16)
+    monkeypatch.setattr(prefilter, "MAX_SAMPLES", 64)  # many stride marks per region
+    sc = prefilter.LineScanner(str(p), textio.ReadStats(), max(len(data), prefilter.SUMMARY_MIN_BYTES),
+                               textlog._prefilter_triggers())
+    lines = data.decode("utf-8", "replace").split("\n")
+    items = list(sc)
+    assert sum(1 for i in items if i[2]) > 8
+    for lineno, text, _ in items:
+        tail = text.replace(textio.TRUNCATION_MARK, "")[-16:].rstrip("\r")
+        assert tail in lines[lineno - 1], (lineno, text[:80])
