@@ -62,3 +62,15 @@ def test_an_exception_with_an_oom_event_on_its_lines_is_owned_by_the_oom_rule():
     }.get(n, [])) for n in schema.TABLE_NAMES}, {})
     # 17 is within 3 lines of the end (14); 34 is 4 lines after a one-line traceback at 30; b.log's event is no OOM
     assert crash._explained(tables, tables.tracebacks) == [True, False, False]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_events_of_kinds_equal_an_isin_filter_and_follow_a_replaced_table(seed):
+    tables = _tables(seed)
+    df = tables.events
+    for kinds in ("oom", ("oom", "dataloader"), ("dataloader", "oom", "oom"), "missing", ("config", "error", "x")):
+        wanted = df[df["kind"].isin((kinds,) if isinstance(kinds, str) else kinds)]
+        assert facts.ev(tables, kinds).equals(wanted)
+    tables.frames["events"] = df.iloc[::-1].reset_index(drop=True)  # a new events table: the cache must not answer
+    flipped = tables.events
+    assert facts.ev(tables, ("oom", "error")).equals(flipped[flipped["kind"].isin(("oom", "error"))])
