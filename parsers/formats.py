@@ -2,6 +2,7 @@
 values they must produce. `load_formats` refuses a format whose samples do not parse."""
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -258,15 +259,32 @@ FORMAT_DEFS: list[dict] = [
 
 @dataclass(frozen=True)
 class LineFormat:
-    """A compiled line format."""
+    """A line format; its regex is compiled on first use (most formats never trigger in a given job, and compiling
+    all of them took ~30 ms of every run, before any file could be read)."""
     name: str
     kind: str
     level: str
     triggers: tuple[str, ...]
-    regex: regex.Pattern
+    source: str | regex.Pattern  # the pattern (or an already compiled one)
     requires_nocase: tuple[tuple[str, ...], ...] = ()
-    names: tuple[str, ...] = ()  # the group names in group order when every group is named once, else ()
     scan_regex: bool = False  # the whole-file scan looks for the regex itself, not the triggers (see scan_pattern)
+
+    @functools.cached_property
+    def regex(self) -> regex.Pattern:
+        return self.source if isinstance(self.source, regex.Pattern) else regex.compile(self.source)
+
+    @property
+    def pattern(self) -> str:
+        return self.source.pattern if isinstance(self.source, regex.Pattern) else self.source
+
+    @functools.cached_property
+    def names(self) -> tuple[str, ...]:
+        """The group names in group order when every group is named once, else ()."""
+        rx = self.regex
+        index = rx.groupindex
+        if len(index) == rx.groups and sorted(index.values()) == list(range(1, rx.groups + 1)):
+            return tuple(sorted(index, key=index.get))
+        return ()
 
     def groupdict(self, m) -> dict:
         """m.groupdict() of this format's match, built from m.groups() (a fraction of the regex module's cost)."""
@@ -299,47 +317,50 @@ def lower_for_literals(text: str) -> str | None:
     return text.lower()
 
 
-def load_formats(defs: list[dict] = FORMAT_DEFS) -> list[LineFormat]:
-    """Compile the definitions; refuse any whose samples do not match or yield other values than declared."""
+def load_formats(defs: list[dict] = FORMAT_DEFS, check: bool = True) -> list[LineFormat]:
+    """The definitions as LineFormats; with `check`, compile each and refuse any whose samples do not match or yield
+    other values than declared (the test suite checks the built-in ones; a run only declares them)."""
     out = []
     names = set()
     for d in defs:
         if d["name"] in names:
             raise FormatError(f"duplicate format name {d['name']}")
         names.add(d["name"])
-        rx = regex.compile(d["pattern"])
-        if not d.get("samples"):
-            raise FormatError(f"format {d['name']} has no sample lines")
-        requires = tuple(tuple(group) for group in d.get("requires_nocase", ()))
-        if any(not group or any(w != w.lower() or not w.isascii() for w in group) for group in requires):
-            raise FormatError(f"format {d['name']}: requires_nocase needs non-empty groups of lowercase ASCII")
-        for line, want in d["samples"]:
-            if not any(t in line for t in d["triggers"]):
-                raise FormatError(f"format {d['name']}: sample has none of the triggers: {line!r}")
-            if requires and not all(any(w in line.lower() for w in group) for group in requires):
-                raise FormatError(f"format {d['name']}: sample lacks a requires_nocase group: {line!r}")
-            m = rx.search(line)
-            if not m:
-                raise FormatError(f"format {d['name']}: sample does not match: {line!r}")
-            for key, value in want.items():
-                if m.group(key) != value:
-                    raise FormatError(f"format {d['name']}: {key}={m.group(key)!r}, want {value!r} in {line!r}")
-        index = rx.groupindex
-        group_names = tuple(sorted(index, key=index.get)) \
-            if len(index) == rx.groups and sorted(index.values()) == list(range(1, rx.groups + 1)) else ()
         if d.get("scan", "triggers") not in ("triggers", "regex"):
             raise FormatError(f"format {d['name']}: scan is 'triggers' or 'regex'")
-        fmt = LineFormat(d["name"], d["kind"], d["level"], tuple(d["triggers"]), rx, requires, group_names,
+        requires = tuple(tuple(group) for group in d.get("requires_nocase", ()))
+        fmt = LineFormat(d["name"], d["kind"], d["level"], tuple(d["triggers"]), d["pattern"], requires,
                          d.get("scan") == "regex")
-        for line, _ in d["samples"]:
-            m = rx.search(line)
-            if list(fmt.groupdict(m).items()) != list(m.groupdict().items()):
-                raise FormatError(f"format {d['name']}: groups out of order")
+        if check:
+            _check(fmt, d)
         out.append(fmt)
     return out
 
 
-FORMATS = load_formats()
+def _check(fmt: LineFormat, d: dict) -> None:
+    """Refuse a format whose samples lack its triggers or required words, do not match, or give other values."""
+    rx = fmt.regex
+    if not d.get("samples"):
+        raise FormatError(f"format {d['name']} has no sample lines")
+    requires = fmt.requires_nocase
+    if any(not group or any(w != w.lower() or not w.isascii() for w in group) for group in requires):
+        raise FormatError(f"format {d['name']}: requires_nocase needs non-empty groups of lowercase ASCII")
+    for line, want in d["samples"]:
+        if not any(t in line for t in d["triggers"]):
+            raise FormatError(f"format {d['name']}: sample has none of the triggers: {line!r}")
+        if requires and not all(any(w in line.lower() for w in group) for group in requires):
+            raise FormatError(f"format {d['name']}: sample lacks a requires_nocase group: {line!r}")
+        m = rx.search(line)
+        if not m:
+            raise FormatError(f"format {d['name']}: sample does not match: {line!r}")
+        for key, value in want.items():
+            if m.group(key) != value:
+                raise FormatError(f"format {d['name']}: {key}={m.group(key)!r}, want {value!r} in {line!r}")
+        if list(fmt.groupdict(m).items()) != list(m.groupdict().items()):
+            raise FormatError(f"format {d['name']}: groups out of order")
+
+
+FORMATS = load_formats(check=False)  # checked by tests/test_formats.py
 
 
 def _tokens(pattern: str):
@@ -379,7 +400,7 @@ def scan_pattern(fmt: LineFormat) -> tuple[str, bool]:
     """(pattern, caseless) of a `scan: regex` format for scanning raw lines: named groups plain, `(?i)` as a flag
     and `^` anchors dropped (the format matches a message, which a raw line holds after its prefixes), so that it
     finds every line the format can match on the message (and, rarely, a few more)."""
-    pattern = fmt.regex.pattern
+    pattern = fmt.pattern
     caseless = pattern.startswith("(?i)")
     if caseless:
         pattern = pattern[4:]

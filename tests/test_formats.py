@@ -7,8 +7,9 @@ from parsers import formats
 
 
 def test_builtin_formats_load_and_have_samples():
-    loaded = formats.load_formats()
+    loaded = formats.load_formats()  # compiled and checked against their samples (a run only declares them)
     assert len(loaded) == len(formats.FORMAT_DEFS)
+    assert [f.name for f in loaded] == [f.name for f in formats.FORMATS]
     assert all(d["samples"] for d in formats.FORMAT_DEFS)
 
 
