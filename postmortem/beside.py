@@ -4,11 +4,14 @@ from __future__ import annotations
 import os
 import pickle
 import sys
+import threading
 
 
 def can_fork() -> bool:
-    """Whether a plain fork is available and is what the parser pool uses too (Linux; not macOS/Windows spawn)."""
-    if not hasattr(os, "fork") or sys.platform == "darwin":
+    """Whether a plain fork is available, is what the parser pool uses too (Linux; not macOS/Windows spawn), and is
+    safe: no other thread runs in this process (a fork copies only the calling thread, so a lock another thread
+    holds, in a notebook say, would stay held in the child)."""
+    if not hasattr(os, "fork") or sys.platform == "darwin" or threading.active_count() > 1:
         return False
     import multiprocessing
     return multiprocessing.get_start_method(allow_none=True) in (None, "fork") and \

@@ -5,7 +5,6 @@ import base64
 import io
 import os
 import re
-import threading
 
 import numpy as np
 import pandas as pd
@@ -71,10 +70,8 @@ def timeline_and_steps(model, lang: str = "en") -> tuple[str | None, str | None]
 
 
 def _draw_beside(model) -> bool:
-    """Worth a fork, and safe: a big model, a second CPU, fork available, and no other thread in this process (a
-    fork copies only the calling thread, so a lock another thread holds would stay held in the child)."""
-    return (len(model.summaries) >= BESIDE_MIN_SUMMARIES and (os.cpu_count() or 1) > 1
-            and threading.active_count() == 1 and beside.can_fork())
+    """Worth a fork, and safe: a big model, a second CPU, and beside.can_fork() (fork, and no other thread)."""
+    return len(model.summaries) >= BESIDE_MIN_SUMMARIES and (os.cpu_count() or 1) > 1 and beside.can_fork()
 
 
 def warm_up() -> None:

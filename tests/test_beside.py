@@ -54,6 +54,19 @@ def _tree(tmp_path, size):
     return str(tmp_path)
 
 
+def test_no_fork_while_another_thread_runs():
+    import threading
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert not beside.can_fork()
+        assert not api._parallel_likely(".", 2, "local")
+    finally:
+        stop.set()
+        other.join()
+
+
 def test_holds_at_least_counts_nested_files_and_stops_at_the_limit(tmp_path):
     root = _tree(tmp_path, 1000)
     assert discover_mod.holds_at_least(root, 3000)
