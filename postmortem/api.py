@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from postmortem import beside
+from postmortem.columns import share_text
 from postmortem import discover as discover_mod
 from postmortem.findings import Finding, Verdict
 
@@ -131,7 +132,9 @@ def parse_all(sources: list, jobs: int | None = None, engine: str = "local", sch
                 results = pool.map(parse_source, [sources[i] for i in order],
                                    chunksize=max(1, len(sources) // (workers * 8)))
                 preload.start()  # map() has forked every worker (fork pools start them all on the first task)
+                canon: dict = {}
                 for i, res in zip(order, results):
+                    share_text(res.rows, canon)
                     out[i] = res
                     bar.update(sources[i].bytes)
         except BrokenProcessPool:
