@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import pickle
 import sys
 import threading
 
@@ -22,10 +21,11 @@ def call_beside(fn, arg, work):
     """fn(arg) computed in a forked child while `work()` runs here; returns fn(arg)'s value.
 
     Whatever goes wrong in the child (an exception, a crash, an unpicklable value), fn(arg) runs again here, so the
-    caller sees exactly what a plain call would return or raise. Call it before any thread is started: the child
-    is a fork of this process."""
+    caller sees exactly what a plain call would return or raise. The value comes back over a multiprocessing pipe,
+    as the parser pool's results do. Call it only where can_fork() is True: the child is a fork of this process."""
+    from multiprocessing.connection import Pipe
     try:
-        read_fd, write_fd = os.pipe()
+        reader, writer = Pipe(duplex=False)
         pid = os.fork()
     except OSError:
         work()
@@ -33,31 +33,24 @@ def call_beside(fn, arg, work):
     if pid == 0:  # the child: compute, send, and leave without running the parent's exit handlers
         code = 1
         try:
-            os.close(read_fd)
-            data = pickle.dumps(fn(arg), protocol=pickle.HIGHEST_PROTOCOL)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(write_fd, view):]
+            reader.close()
+            writer.send(fn(arg))
             code = 0
         except BaseException:  # noqa: BLE001 - the parent repeats the call and raises what it raises
             pass
         finally:
             os._exit(code)
-    os.close(write_fd)
+    writer.close()
+    value, ok = None, False
     try:
         work()
     finally:
-        chunks = []
-        with os.fdopen(read_fd, "rb") as pipe:
-            while True:
-                chunk = pipe.read(1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        _, status = os.waitpid(pid, 0)
-    if os.waitstatus_to_exitcode(status) == 0:
         try:
-            return pickle.loads(b"".join(chunks))  # our own child's bytes, not input from a log
-        except Exception:  # noqa: BLE001 - fall back to the plain call
+            value, ok = reader.recv(), True
+        except Exception:  # noqa: BLE001 - EOF (the child failed) or a value that would not load: call it here
             pass
+        reader.close()
+        _, status = os.waitpid(pid, 0)
+    if ok and os.waitstatus_to_exitcode(status) == 0:
+        return value
     return fn(arg)
