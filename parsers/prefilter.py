@@ -363,12 +363,38 @@ def _newline_counter(buf: bytes, start: int, end: int):
 def _cap_key(key: bytes, line) -> tuple:
     """What repeated error lines are counted by: their shape and the rank they come from (a launcher prefix with
     digits names it; else the first `rank N` in the line)."""
-    head = line[:200]
-    sid = _stream_id(head)
+    # _stream_id(line), inline: this runs for every line of an error flood, and the call was a third of its cost
+    # (tests/test_prefilter.py checks that both give the same prefix)
+    first, sid = line[:1], b""
+    if first == b"[":
+        i = line.find(b"]:", 0, 48)
+        if i < 0:
+            i = line.find(b">:", 0, 48)
+        if i > 0:
+            sid = line[:i + 2]
+    elif first and first in b" 0123456789":
+        i = line.find(b": ", 0, 16)
+        if 0 < i and line[:i].strip().isdigit():
+            sid = line[:i + 2]
     if sid and not sid.isalpha():
         return key, sid
-    m = _RANK_DIGITS_RE.search(head)
+    m = _RANK_DIGITS_RE.search(line, 0, 200) if _may_name_rank(key) else None
     return key, sid, m and m.group(1)
+
+
+_RANK_IN_KEY: dict[bytes, bool] = {}
+
+
+def _may_name_rank(key: bytes) -> bool:
+    """False when a line of this shape key cannot hold `rank` (any case): the key keeps every letter of the line,
+    so a line with the word has it in its key too. Memoised by key: a traceback line of an error flood skips the
+    rank search then (it was most of the cost of such a line)."""
+    found = _RANK_IN_KEY.get(key)
+    if found is None:
+        found = b"rank" in key.lower()
+        if len(_RANK_IN_KEY) < MEMO_CAP:
+            _RANK_IN_KEY[key] = found
+    return found
 
 
 def _last_segment_with(line: bytes, needle: bytes, end: int | None = None) -> bytes | None:
@@ -693,27 +719,30 @@ class LineScanner:
         capped = self.capped_shapes
         one = self._one
         memo_get = self.trig.memo.get
+        pending_info, pending_err = self.pending_info, self.pending_err
+        skipped = 0
         for line, k in zip(lines, keys):
-            if memo_get(k) == 0 and lineno > self.window_end and lineno > self.frame_end:
-                lineno += 1
-                continue
             c = capped.get(k)
             if c is not None:
                 if c is True:
-                    self.pending_info[k] = (lineno, line)
-                    self.info_skipped += 1
+                    pending_info[k] = (lineno, line)
+                    skipped += 1
                     lineno += 1
                     continue
                 ck = _cap_key(k, line)
                 if ck in c:
-                    self.pending_err[ck] = (lineno, line)
-                    self.info_skipped += 1
+                    pending_err[ck] = (lineno, line)
+                    skipped += 1
                     lineno += 1
                     continue
+            elif memo_get(k) == 0 and lineno > self.window_end and lineno > self.frame_end:
+                lineno += 1
+                continue
             out = one(lineno, line if len(line) <= SPAN_MIN else _Span(line, 0, len(line)))
             if out:
                 yield from out
             lineno += 1
+        self.info_skipped += skipped
 
     def _region(self, buf: bytes, a: int, b: int, lineno: int, base: int, nl: int, newlines):
         """Lines buf[a:b] (whole lines, no trigger in them) starting at line `lineno`; `base` + offset = file

@@ -297,3 +297,28 @@ def test_every_handed_over_line_is_numbered_where_it_is(tmp_path, monkeypatch, s
     for lineno, text, _ in items:
         tail = text.replace(textio.TRUNCATION_MARK, "")[-16:].rstrip("\r")
         assert tail in lines[lineno - 1], (lineno, text[:80])
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_cap_key_equals_its_definition(seed):
+    """_cap_key inlines _stream_id and skips the rank search for shapes without `rank`: same keys as the plain
+    definition (stream prefix, else the first `rank N` within 200 bytes) on random error-flood lines."""
+    import random
+    rnd = random.Random(seed)
+
+    def reference(key, line):
+        head = line[:200]
+        sid = prefilter._stream_id(head)
+        if sid and not sid.isalpha():
+            return key, sid
+        m = prefilter._RANK_DIGITS_RE.search(head)
+        return key, sid, m and m.group(1)
+    heads = [b"[rank3]:", b"[default0]:", b"[1,3]<stdout>:", b"[abc]:", b" 3: ", b"12: ", b"  ", b"", b"[",
+             b"[x" * 30 + b"]:", b"   7 : ", b"\t4: "]
+    bodies = [b"File \"/w/train.py\", line 3, in step", b"RuntimeError: boom", b"[Rank 7] Watchdog caught",
+              b"RANK=12 timed out", b"ra nk 5", b"x" * 190 + b" rank 9", b"rank", b"Traceback (most recent call last):",
+              b"loss.backward()", "é rank 4".encode()]
+    for _ in range(300):
+        line = rnd.choice(heads) + rnd.choice([b"", b" "]) + rnd.choice(bodies) + rnd.choice([b"", b" seq 1007"])
+        key = line.translate(None, prefilter.DELETE)
+        assert prefilter._cap_key(key, line) == reference(key, line), line
