@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import regex
 
+from parsers.prefixes import sample_match
+
 # level: "error" (a failure signal), "warning", "info" (progress/context). `triggers` are cheap substrings, one of
 # which must occur in a line before the regex runs (the prefilter that keeps boring lines cheap; the bytes prefilter
 # hands a big file's lines over by them too, so they stay as they are).
@@ -350,12 +352,7 @@ def _check(fmt: LineFormat, d: dict) -> None:
             raise FormatError(f"format {d['name']}: sample has none of the triggers: {line!r}")
         if requires and not all(any(w in line.lower() for w in group) for group in requires):
             raise FormatError(f"format {d['name']}: sample lacks a requires_nocase group: {line!r}")
-        m = rx.search(line)
-        if not m:
-            raise FormatError(f"format {d['name']}: sample does not match: {line!r}")
-        for key, value in want.items():
-            if m.group(key) != value:
-                raise FormatError(f"format {d['name']}: {key}={m.group(key)!r}, want {value!r} in {line!r}")
+        m = sample_match(rx.search, f"format {d['name']}", line, want, FormatError)
         if list(fmt.groupdict(m).items()) != list(m.groupdict().items()):
             raise FormatError(f"format {d['name']}: groups out of order")
 

@@ -49,18 +49,24 @@ class PrefixError(ValueError):
     """A prefix definition whose samples do not parse."""
 
 
+def sample_match(find, what: str, line: str, want: dict, error: type):
+    """find(line) for one sample of a declaration; raises `error` unless it matches and gives the declared values."""
+    m = find(line)
+    if not m:
+        raise error(f"{what}: sample does not match: {line!r}")
+    for key, value in want.items():
+        if m.group(key) != value:
+            raise error(f"{what}: {key}={m.group(key)!r}, want {value!r} in {line!r}")
+    return m
+
+
 def load_prefixes(defs: list[dict] = PREFIX_DEFS) -> list[Prefix]:
     """Compile prefix definitions, rejecting any whose sample lines do not yield the declared fields."""
     out = []
     for d in defs:
         rx = regex.compile(d["pattern"])
         for line, want in d["samples"]:
-            m = rx.match(line)
-            if not m:
-                raise PrefixError(f"prefix {d['name']}: sample does not match: {line!r}")
-            for key, value in want.items():
-                if m.group(key) != value:
-                    raise PrefixError(f"prefix {d['name']}: {key}={m.group(key)!r}, want {value!r} in {line!r}")
+            sample_match(rx.match, f"prefix {d['name']}", line, want, PrefixError)
         out.append(Prefix(d["name"], rx))
     return out
 
