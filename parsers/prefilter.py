@@ -824,7 +824,7 @@ class LineScanner:
                 k = r if r >= 0 else k
                 a = b if k < 0 else k + 1
             if need_bar:
-                i = buf.rfind(b"%|", a, b)
+                i = _rfind_pair(buf, b"%|", a, b)
                 if i >= 0:
                     ls = buf.rfind(b"\n", a, i) + 1
                     ls = a if ls == 0 else ls
@@ -864,7 +864,7 @@ class LineScanner:
             j, ln = i - 1, ln - 1
         if shapes:
             return True
-        i = buf.rfind(b"{'", a, j + 1 if j >= a else a)
+        i = _rfind_pair(buf, b"{'", a, j + 1 if j >= a else a)
         if i >= 0:
             ls = buf.rfind(b"\n", a, i) + 1
             ls = a if ls == 0 else ls
@@ -1200,6 +1200,24 @@ class _Lazy:
         else:
             seg = self.scanner.step_segment(self.line)
         return None if seg is None else _text(seg)
+
+
+def _rfind_pair(buf: bytes, pair: bytes, a: int, b: int) -> int:
+    """buf.rfind(pair, a, b) for a two-byte `pair`, found by its first byte with memrchr: bytes.rfind of a two-byte
+    needle crawls (~4 GB/s less: 0.24 ms for a megabyte without one, the common case of a log without bars)."""
+    b = min(b, len(buf))
+    if b - a < 64:
+        return buf.rfind(pair, a, b)
+    first, second = pair[:1], pair[1]
+    j = b - 1  # the first byte of a whole pair lies before b - 1
+    for _ in range(16):
+        i = buf.rfind(first, a, j)
+        if i < 0:
+            return -1
+        if buf[i + 1] == second:
+            return i
+        j = i
+    return buf.rfind(pair, a, j + 1)  # many lone first bytes: the plain search for what is left
 
 
 def _needs_clean(data: bytes) -> bool:

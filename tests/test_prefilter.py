@@ -322,3 +322,18 @@ def test_cap_key_equals_its_definition(seed):
         line = rnd.choice(heads) + rnd.choice([b"", b" "]) + rnd.choice(bodies) + rnd.choice([b"", b" seq 1007"])
         key = line.translate(None, prefilter.DELETE)
         assert prefilter._cap_key(key, line) == reference(key, line), line
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_rfind_pair_equals_bytes_rfind(seed):
+    """The last `%|` / `{'` before an error line is found by its first byte (memrchr): same answer as bytes.rfind
+    on random buffers, ranges and runs of lone first bytes."""
+    import random
+    rnd = random.Random(seed)
+    for _ in range(3000):
+        n = rnd.randint(0, 400)
+        alphabet = rnd.choice([b"%|{'ab", b"%%%%%a|", b"ab{'", b"abcdef", b"%" * 20 + b"|"])
+        buf = bytes(rnd.choice(alphabet) for _ in range(n))
+        a, b = rnd.randint(0, n), rnd.randint(0, n + 3)
+        for pair in (b"%|", b"{'"):
+            assert prefilter._rfind_pair(buf, pair, a, b) == buf.rfind(pair, a, b), (buf, pair, a, b)
