@@ -29,7 +29,7 @@ def read_context(wanted: dict[str, set[int]], radius: int = 2, cut: int = MAX_SH
         stop = max(keep)
         got: dict[int, str] = {}
         try:
-            lines_iter = textio.iter_lines(path)
+            lines_iter = textio.iter_lines(path, start=min(keep))
             try:
                 for no, text in lines_iter:
                     if no in keep:
