@@ -392,8 +392,9 @@ def _may_name_rank(key: bytes) -> bool:
     found = _RANK_IN_KEY.get(key)
     if found is None:
         found = b"rank" in key.lower()
-        if len(_RANK_IN_KEY) < MEMO_CAP:
-            _RANK_IN_KEY[key] = found
+        if len(_RANK_IN_KEY) >= 4096:  # process-wide: bounded by entries, whatever the files hold
+            _RANK_IN_KEY.clear()
+        _RANK_IN_KEY[key] = found
     return found
 
 
