@@ -363,19 +363,7 @@ def _newline_counter(buf: bytes, start: int, end: int):
 def _cap_key(key: bytes, line) -> tuple:
     """What repeated error lines are counted by: their shape and the rank they come from (a launcher prefix with
     digits names it; else the first `rank N` in the line)."""
-    # _stream_id(line), inline: this runs for every line of an error flood, and the call was a third of its cost
-    # (tests/test_prefilter.py checks that both give the same prefix)
-    first, sid = line[:1], b""
-    if first == b"[":
-        i = line.find(b"]:", 0, 48)
-        if i < 0:
-            i = line.find(b">:", 0, 48)
-        if i > 0:
-            sid = line[:i + 2]
-    elif first and first in b" 0123456789":
-        i = line.find(b": ", 0, 16)
-        if 0 < i and line[:i].strip().isdigit():
-            sid = line[:i + 2]
+    sid = _stream_id(line)  # it reads the first 48 bytes only
     if sid and not sid.isalpha():
         return key, sid
     m = _RANK_DIGITS_RE.search(line, 0, 200) if _may_name_rank(key) else None

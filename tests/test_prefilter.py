@@ -301,7 +301,7 @@ def test_every_handed_over_line_is_numbered_where_it_is(tmp_path, monkeypatch, s
 
 @pytest.mark.parametrize("seed", range(30))
 def test_cap_key_equals_its_definition(seed):
-    """_cap_key inlines _stream_id and skips the rank search for shapes without `rank`: same keys as the plain
+    """_cap_key skips the rank search for shapes without `rank`: same keys as the plain
     definition (stream prefix, else the first `rank N` within 200 bytes) on random error-flood lines."""
     import random
     rnd = random.Random(seed)
