@@ -50,16 +50,15 @@ CONFIG_RE = regex.compile(
     r"(?i)(?:--|\b)(?P<key>[a-z_][\w.-]*?(?:batch_size|batch|_period|period|every|_interval|interval|_steps|_freq|"
     r"frequency|num_workers|epochs|timeout|ddp_timeout)\w*)['\"]?(?:\s*[=:]\s*|\s+)['\"]?(?P<value>\d+(?:\.\d+)?)\b")
 CONFIG_TRIGGER = re.compile(r"batch|period|every|interval|steps|freq|workers|epochs|timeout", re.I)  # stdlib: 5x faster
-# What any CONFIG_RE match contains (its key's end, then `=`/`:`/space and a digit): a cheap test before finditer.
-CONFIG_HINT_RE = re.compile(r"(?:batch|period|every|interval|_steps|_freq|frequency|num_workers|epochs|timeout)\w*"
-                            r"['\"]?(?:\s*[=:]\s*|\s+)['\"]?\d", re.I)
-# A config echo (`sample_every=1000`, `'eval_every': 500`) wherever it is printed: found by the whole-block scan at
-# every occurrence (the config words alone are reported once per block: `epoch 3 batch 120` is progress, and so is
-# `batch: 120`: a bare `batch` key is left to that).
-CONFIG_ECHO_SCAN = (r"(?:batch_|_batch|period|every|interval|_steps|_freq|frequency|num_workers|epochs|timeout)\w*"
-                    r"['\"]?\s*[=:]\s*['\"]?\d")
+# The words any CONFIG_RE key ends with (config_hint looks for a match where one of them occurs).
 CONFIG_HINT_WORDS = ("batch", "period", "every", "interval", "_steps", "_freq", "frequency", "num_workers", "epochs",
                      "timeout")
+# What any CONFIG_RE match contains (its key's end, then `=`/`:`/space and a digit): a cheap test before finditer.
+CONFIG_HINT_RE = re.compile(f"(?:{'|'.join(CONFIG_HINT_WORDS)})" r"\w*['\"]?(?:\s*[=:]\s*|\s+)['\"]?\d", re.I)
+# A config echo (`sample_every=1000`, `'eval_every': 500`) wherever it is printed: found by the whole-block scan at
+# every occurrence (the config words alone are reported once per block: `epoch 3 batch 120` is progress, and so is
+# `batch: 120`: a bare `batch` key is left to that, only `batch_…`/`…_batch` keys are echoes here).
+CONFIG_ECHO_SCAN = (f"(?:{'|'.join(('batch_', '_batch') + CONFIG_HINT_WORDS[1:])})" r"\w*['\"]?\s*[=:]\s*['\"]?\d")
 WORK_KV_RE = regex.compile(r"(\w+(?:\(ms\))?)=([^,]+)")
 TEMPLATE_MASKS = [
     (regex.compile(r"0x[0-9a-fA-F]+"), "<HEX>"),
