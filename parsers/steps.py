@@ -191,9 +191,7 @@ def parse_step(message: str) -> dict | None:
         return other
     if message.startswith("{'") and HF_DICT_RE.match(message):
         d = _hf_dict(message.replace("nan", "None").replace("inf", "None"))
-        if d is None:
-            return None
-        if not isinstance(d, dict):
+        if d is None:  # no literal, or not a dict
             return None
         loss = d.get("loss", d.get("train_loss", d.get("eval_loss")))
         phase = "eval" if any(k.startswith("eval_") for k in d) else "train"

@@ -55,18 +55,14 @@ def timeline_and_steps(model, lang: str = "en") -> tuple[str | None, str | None]
     """Data URIs of the timeline and the steps chart (None where there is nothing to draw). For a big job on more
     than one CPU the timeline is drawn in a forked process while this one draws the steps chart: the two took
     ~0.25 s one after the other at 512 ranks. Same bytes either way (the child is a copy of this process)."""
-    def timeline(m):
-        fig = timeline_figure(m, lang)
-        return None if fig is None else to_data_uri(fig)
-
-    def steps():
-        fig = steps_figure(model, lang)
+    def draw(figure):
+        fig = figure(model, lang)
         return None if fig is None else to_data_uri(fig)
     if _draw_beside(model):
         drawn: dict = {}
-        timeline_uri = beside.call_beside(timeline, model, lambda: drawn.setdefault("steps", steps()))
+        timeline_uri = beside.call_beside(draw, timeline_figure, lambda: drawn.setdefault("steps", draw(steps_figure)))
         return timeline_uri, drawn["steps"]
-    return timeline(model), steps()
+    return draw(timeline_figure), draw(steps_figure)
 
 
 def _draw_beside(model) -> bool:
