@@ -168,14 +168,18 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
 
     `quiet` turns off the progress bar drawn on stderr (it is drawn only when stderr is a terminal). `html` says
     the caller renders the HTML report next: its charting and template code is loaded while the files are parsed."""
+    charts = False
     if _parallel_likely(path, jobs, engine):
+        if html:  # forked first, while this process is small: it loads matplotlib on CPU the parse leaves idle
+            from reports import chart_process
+            charts = chart_process.start() is not None
         # The tree is walked and sniffed in a forked child while this process imports the parsers and builds their
         # trigger databases, which the parser processes then inherit: the two used to run one after the other.
         from parsers.base import preload as preload_parsers
         sources = beside.call_beside(discover_mod.discover, path, preload_parsers)
     else:
         sources = discover_mod.discover(path)
-    preload = _Preload(html=html)
+    preload = _Preload(html=html, charts=not charts)
     results = parse_all(sources, jobs=jobs, engine=engine, scheduler=scheduler, quiet=quiet, preload=preload)
     preload.join()
     if plugin_paths:
@@ -225,21 +229,23 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
 class _Preload:
     """Imports pandas, the table builder and the rules in a thread while the parser processes read the files: the
     parent process only waits on them then, and these imports are a third of a second it would otherwise add. With
-    `html`, also the report's matplotlib and templates (another half second, only worth it when a report follows)."""
+    `html`, also the report's templates and, with `charts` (no chart process draws them), matplotlib: another half
+    second, only worth it when a report follows."""
 
-    def __init__(self, enabled: bool = True, html: bool = False):
+    def __init__(self, enabled: bool = True, html: bool = False, charts: bool = True):
         self._thread = None
         self._enabled = enabled
         self._html = html
+        self._charts = charts
 
     def start(self) -> None:
         if self._enabled and self._thread is None:
-            self._thread = threading.Thread(target=self._run, args=(self._html,), name="postmortem-preload",
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._run, args=(self._html, self._charts),
+                                            name="postmortem-preload", daemon=True)
             self._thread.start()
 
     @staticmethod
-    def _run(html: bool) -> None:
+    def _run(html: bool, charts: bool) -> None:
         try:
             import postmortem.gaps  # noqa: F401
             import postmortem.rules
@@ -248,7 +254,7 @@ class _Preload:
             postmortem.rules.all_rules()
             if html:
                 from reports.render import warm_up
-                warm_up()
+                warm_up(charts=charts)
         except Exception:  # noqa: BLE001 - the same imports run again in the main thread and raise there
             pass
 

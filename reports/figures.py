@@ -4,7 +4,6 @@ from __future__ import annotations
 import base64
 import io
 import os
-import re
 
 import numpy as np
 import pandas as pd
@@ -14,12 +13,12 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from postmortem import beside
 from reports import i18n
+from reports.sections import MAX_LABELLED, gpu_culprits
 
 ROLE_COLOURS = {"culprit": "#c0392b", "affected": "#e39b2d", "other": "#7f8c8d", "unattributed": "#b8c0c8"}
 ERROR_COLOUR = "#c0392b"
 GREY_LINE = "#9aa4ad"
 MAX_ARROWS = 12
-MAX_LABELLED = 16
 MAX_GPU_HIGHLIGHT = 8      # coloured GPUs with a legend entry when the GPU chart has more than MAX_LABELLED
 TOP_PEAK_GPUS = 3          # GPUs nearest their capacity, coloured when no GPU is lost, faulty or a culprit's
 CAPACITY_LINE = "#5d6d7e"
@@ -63,6 +62,14 @@ def timeline_and_steps(model, lang: str = "en") -> tuple[str | None, str | None]
         timeline_uri = beside.call_beside(draw, timeline_figure, lambda: drawn.setdefault("steps", draw(steps_figure)))
         return timeline_uri, drawn["steps"]
     return draw(timeline_figure), draw(steps_figure)
+
+
+def chart_uris(model, gm, culprits: dict, lang: str = "en") -> dict:
+    """Data URIs of the report's charts from their models (reports.ranks, sections.gpu_model): name -> URI or None
+    where there is nothing to draw. What a chart process (reports.chart_process) is asked to draw."""
+    timeline, steps = timeline_and_steps(model, lang)
+    gpu = gpu_figure(gm, lang, culprits) if gm is not None else None
+    return {"timeline": timeline, "steps": steps, "gpu_memory": None if gpu is None else to_data_uri(gpu)}
 
 
 def _draw_beside(model) -> bool:
@@ -405,49 +412,3 @@ def _gpu_highlights(gm, rows: dict, culprits: dict, t: dict) -> dict:
         for _rank, key, text in sorted(peaks)[:TOP_PEAK_GPUS]:
             out[key] = [i18n.fmt(t, "fig_gpu_peak", peak=text)]
     return dict(list(out.items())[:MAX_GPU_HIGHLIGHT])
-
-
-def _bus_number(text) -> int | None:
-    """PCI address as a number: nvidia-smi `00000000:2A:00.0` and NCCL's `busId 2a000` give the same one."""
-    if text is None or pd.isna(text):
-        return None
-    digits = re.sub(r"[^0-9a-fA-F]", "", str(text))
-    if not digits or len(digits) > 16:
-        return None
-    if ":" in str(text) and "." not in str(text):
-        digits += "0"   # `0000:2a:00` (dmesg style) has no function digit; NCCL's number always ends in it
-    return int(digits, 16)
-
-
-def gpu_culprits(analysis, gm) -> dict:
-    """Series key -> the verdict's culprit ranks that ran on that GPU, from NCCL's host + busId of each culprit rank.
-
-    Only worked out when the chart has more than MAX_LABELLED GPUs (smaller charts label every GPU anyway). A GPU
-    without a host matches only when the nvidia-smi data and NCCL each name a single host: bus ids repeat per node."""
-    verdict = getattr(analysis, "verdict", None)
-    ranks = set(verdict.culprit_ranks or []) if verdict is not None else set()
-    if gm is None or len(gm.series) <= MAX_LABELLED or not ranks:
-        return {}
-    nccl, gpu = analysis.tables.nccl, analysis.tables.gpu
-    if not len(nccl):
-        return {}
-    mine = nccl[nccl["rank"].isin(ranks) & nccl["bus_id"].notna()]
-    where: dict[tuple, set] = {}
-    for rank, host, bus in zip(mine["rank"], mine["host"], mine["bus_id"]):
-        num = _bus_number(bus)
-        if num is not None:
-            where.setdefault((None if pd.isna(host) else str(host), num), set()).add(int(rank))
-    one_host = (nccl["host"].dropna().nunique() <= 1
-                and gpu["host"].where(gpu["host"].notna(), gpu["source"]).nunique() == 1)
-    out = {}
-    for row in gm.rows:
-        if row.key not in gm.series:
-            continue
-        num = _bus_number(row.bus or None)
-        hit = set()
-        for (host, bus), rs in where.items():
-            if bus == num and (row.host == host if row.host and host else one_host):
-                hit |= rs
-        if hit:
-            out[row.key] = sorted(hit)
-    return out

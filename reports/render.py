@@ -30,14 +30,15 @@ def _assets() -> tuple[str, str, str]:
     return css, script, f"sha256-{digest}"
 
 
-def warm_up() -> None:
-    """Load what a process's first report pays for besides its data: the compiled templates, matplotlib, its Agg
-    canvas and font (postmortem.api runs this in a thread while the files are parsed)."""
-    from reports import figures
+def warm_up(charts: bool = True) -> None:
+    """Load what a process's first report pays for besides its data: the compiled templates and, with `charts`,
+    matplotlib, its Agg canvas and font (postmortem.api runs this in a thread while the files are parsed)."""
     for name in _env().list_templates(extensions=["j2"]):  # the included ones too: each compiles on first use
         _env().get_template(name)
     _assets()
-    figures.warm_up()
+    if charts:
+        from reports import figures
+        figures.warm_up()
 
 
 def render_html(analysis, fragment: bool = False, **options) -> str:

@@ -14,6 +14,7 @@ MAX_SHOWN_FRAMES = 12
 MAX_COLL_ROWS = 60
 MAX_NCCL_WARNINGS = 12
 MAX_GPU_SERIES = 64
+MAX_LABELLED = 16           # chart lines with a colour and a legend entry each; beyond, grey lines
 MAX_GPU_ROWS = 128          # GPU table rows; lost GPUs and GPUs with ECC errors are always listed
 
 
@@ -404,3 +405,49 @@ def gpu_model(gpu: pd.DataFrame, events: pd.DataFrame) -> GpuModel | None:
                 oom_when = f"{src}:{int(line)}"
     return GpuModel(rows=shown, mode="time" if timed else "snapshot", origin=origin, series=series, oom_x=oom_x,
                     oom_when=oom_when, oom_logged=bool(len(ooms)), hidden=len(rows) - len(shown))
+
+
+def _bus_number(text) -> int | None:
+    """PCI address as a number: nvidia-smi `00000000:2A:00.0` and NCCL's `busId 2a000` give the same one."""
+    if text is None or pd.isna(text):
+        return None
+    digits = re.sub(r"[^0-9a-fA-F]", "", str(text))
+    if not digits or len(digits) > 16:
+        return None
+    if ":" in str(text) and "." not in str(text):
+        digits += "0"   # `0000:2a:00` (dmesg style) has no function digit; NCCL's number always ends in it
+    return int(digits, 16)
+
+
+def gpu_culprits(analysis, gm) -> dict:
+    """Series key -> the verdict's culprit ranks that ran on that GPU, from NCCL's host + busId of each culprit rank.
+
+    Only worked out when the chart has more than MAX_LABELLED GPUs (smaller charts label every GPU anyway). A GPU
+    without a host matches only when the nvidia-smi data and NCCL each name a single host: bus ids repeat per node."""
+    verdict = getattr(analysis, "verdict", None)
+    ranks = set(verdict.culprit_ranks or []) if verdict is not None else set()
+    if gm is None or len(gm.series) <= MAX_LABELLED or not ranks:
+        return {}
+    nccl, gpu = analysis.tables.nccl, analysis.tables.gpu
+    if not len(nccl):
+        return {}
+    mine = nccl[nccl["rank"].isin(ranks) & nccl["bus_id"].notna()]
+    where: dict[tuple, set] = {}
+    for rank, host, bus in zip(mine["rank"], mine["host"], mine["bus_id"]):
+        num = _bus_number(bus)
+        if num is not None:
+            where.setdefault((None if pd.isna(host) else str(host), num), set()).add(int(rank))
+    one_host = (nccl["host"].dropna().nunique() <= 1
+                and gpu["host"].where(gpu["host"].notna(), gpu["source"]).nunique() == 1)
+    out = {}
+    for row in gm.rows:
+        if row.key not in gm.series:
+            continue
+        num = _bus_number(row.bus or None)
+        hit = set()
+        for (host, bus), rs in where.items():
+            if bus == num and (row.host == host if row.host and host else one_host):
+                hit |= rs
+        if hit:
+            out[row.key] = sorted(hit)
+    return out

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from reports import i18n
+from reports import chart_process, i18n
 from reports import ranks as ranks_mod
 from reports import sections
 from postmortem.gaps import lines_carry_times
@@ -266,6 +266,12 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
     t = i18n.catalogue(lang)
     tables = analysis.tables
     meta = tables.meta
+    model = gm = charts = None
+    if not fragment:
+        model = ranks_mod.build(analysis)
+        gm = sections.gpu_model(tables.gpu, tables.events)
+        if figures:  # asked for first: a chart process draws them while the rest of the view is built here
+            charts = chart_process.request(chart_process.take(), model, gm, sections.gpu_culprits(analysis, gm), lang)
     # The notebook fragment has no sources table, so its file names link nowhere.
     anchors = {} if fragment else {s: f"src-{i}" for i, s in enumerate(tables.sources["source"].astype(str))}
     paths = {s.source: s.path for s in (analysis.sources or [])}
@@ -294,8 +300,10 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
         stacks_least="", coll_rows=[], coll_more="", nccl=None, nccl_channels="", findings=findings, gaps=gaps, gaps_script=gaps_script,
         sources=sources, sources_summary=src_summary, sources_more=src_more, fragment=fragment)
     if not fragment:
-        _fill_rank_sections(view, analysis, t, figures, lang)
-        _fill_table_sections(view, analysis, t, figures, lang)
+        _fill_rank_sections(view, analysis, model, t)
+        _fill_table_sections(view, analysis, gm, t)
+        if charts is not None:
+            _add_figures(view, charts.result(), t)
     view.nav = _nav(view, t)
     view.shown = [n.id for n in view.nav if not n.empty]  # a section with nothing to show is left out
     return view
@@ -469,11 +477,10 @@ def end_rows(ranks, culprits) -> tuple[list[EndRow], int]:
     return rows[:MAX_END_ROWS], max(0, len(rows) - MAX_END_ROWS)
 
 
-def _fill_rank_sections(view: ReportView, analysis, t, figures: bool, lang: str) -> None:
+def _fill_rank_sections(view: ReportView, analysis, model, t) -> None:
     culprits = set(analysis.verdict.culprit_ranks) if analysis.verdict else set()
     view.end_rows, more = end_rows(getattr(analysis, "ranks", None), culprits)
     view.end_more = i18n.fmt(t, "end_more", n=more) if more else ""
-    model = ranks_mod.build(analysis)
     role_words = {"culprit": t["role_culprit"], "affected": t["role_affected"], "other": t["role_other"],
                   "unattributed": t["role_unattributed"]}
     for lane in model.lanes:
@@ -491,13 +498,14 @@ def _fill_rank_sections(view: ReportView, analysis, t, figures: bool, lang: str)
     view.steps_rows = _step_rows(model, t)
     if model.steps_phase:
         view.steps_phase = i18n.fmt(t, "steps_phase_note", phase=i18n.phase_words(t, model.steps_phase))
-    if figures:
-        from reports import figures as figs_mod  # matplotlib: a quarter second to import, only for charts
-        timeline_uri, steps_uri = figs_mod.timeline_and_steps(model, lang)
-        if timeline_uri is not None:
-            view.timeline_fig = FigureView("timeline", timeline_uri, t["fig_timeline_alt"])
-        if steps_uri is not None:
-            view.steps_fig = FigureView("steps", steps_uri, t["fig_steps_alt"])
+
+
+def _add_figures(view: ReportView, uris: dict, t) -> None:
+    """The charts' data URIs (reports.figures.chart_uris) into the view; a chart without data stays None."""
+    for name, attr, alt in (("timeline", "timeline_fig", "fig_timeline_alt"), ("steps", "steps_fig", "fig_steps_alt"),
+                            ("gpu_memory", "gpu_fig", "fig_gpu_alt")):
+        if uris.get(name) is not None:
+            setattr(view, attr, FigureView(name, uris[name], t[alt]))
 
 
 def _step_rows(model, t) -> list[StepRow]:
@@ -520,9 +528,8 @@ def _step_rows(model, t) -> list[StepRow]:
     return rows[:MAX_STEP_ROWS]
 
 
-def _fill_table_sections(view: ReportView, analysis, t, figures: bool, lang: str) -> None:
+def _fill_table_sections(view: ReportView, analysis, gm, t) -> None:
     tables = analysis.tables
-    gm = sections.gpu_model(tables.gpu, tables.events)
     if gm is not None:
         for g in gm.rows:
             g.flags = " ".join(x for x in (t["gpu_lost"] if g.lost else "",
@@ -533,11 +540,6 @@ def _fill_table_sections(view: ReportView, analysis, t, figures: bool, lang: str
             view.gpu_note = i18n.fmt(t, "gpu_oom_marked", when=gm.oom_when)
         elif gm.oom_logged:
             view.gpu_note = t["gpu_oom_unplaced"]
-        if figures:
-            from reports import figures as figs_mod
-            f = figs_mod.gpu_figure(gm, lang, figs_mod.gpu_culprits(analysis, gm))
-            if f is not None:
-                view.gpu_fig = FigureView("gpu_memory", figs_mod.to_data_uri(f), t["fig_gpu_alt"])
     summary = sections.stack_classes(tables.stacks, t["stacks_main_thread"])
     for c in summary.classes:
         c.kind = t.get(f"stk_{c.kind}", c.kind) if c.kind else ""

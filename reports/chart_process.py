@@ -1,0 +1,166 @@
+"""The HTML report's charts, drawn by a forked process that loads matplotlib on CPU time nothing else wants.
+
+matplotlib takes ~0.2 s of CPU to import and ~0.1 s per chart to draw. Imported by the report's own process while
+the files are parsed, it takes that CPU from the parser processes. Here a thread of a child forked before the parse
+imports it at the lowest priority (nice 19, that thread only): it runs when a CPU would idle (start-up, the tail of
+the parse, the rules). The charts are then drawn by the child at normal priority while the report's process builds
+the rest of the report. When the child is not loaded in time, fails or dies, the charts are drawn in the report's
+process: the same bytes either way, as the child is a copy of it and both run reports.figures.chart_uris.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import threading
+
+from postmortem import beside
+
+LOAD_WAIT_S = 0.5    # how long a report waits for a child still loading matplotlib before drawing itself
+DRAW_WAIT_S = 60.0   # a loaded child that sends no charts in this long is given up (drawn here instead)
+PARENT_CHECK_S = 1.0
+
+_started: "ChartProcess | None" = None
+
+
+def start() -> "ChartProcess | None":
+    """Fork the chart process now (call it before the parse, with no other thread running); None where fork is
+    unsafe or there is a single CPU (no idle CPU to load it on). Later `take()` hands it to the report."""
+    global _started
+    if _started is not None:
+        return _started
+    if (os.cpu_count() or 1) < 2 or not beside.can_fork():
+        return None
+    from multiprocessing.connection import Pipe
+    try:
+        here, there = Pipe(duplex=True)
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid == 0:  # the child: serve, then leave without the parent's exit handlers or buffered output
+        try:
+            here.close()
+            _serve(there)
+        finally:
+            os._exit(0)
+    there.close()
+    _started = ChartProcess(pid, here)
+    return _started
+
+
+def take() -> "ChartProcess | None":
+    """The process start() forked, once (the next report draws its own charts, or start()s another)."""
+    global _started
+    proc, _started = _started, None
+    return proc
+
+
+def request(proc: "ChartProcess | None", model, gm, culprits: dict, lang: str) -> "PendingCharts":
+    """Ask for the report's charts: sent to `proc` at once when there is one, else drawn here on result()."""
+    if proc is not None and not proc.send((model, gm, culprits, lang)):
+        proc = None
+    return PendingCharts(proc, (model, gm, culprits, lang))
+
+
+class PendingCharts:
+    """Charts being drawn: result() gives name -> data URI (or None) for timeline, steps and gpu_memory."""
+
+    def __init__(self, proc: "ChartProcess | None", args: tuple):
+        self._proc = proc
+        self._args = args
+
+    def result(self) -> dict:
+        uris = self._proc.receive() if self._proc is not None else None
+        if uris is None:
+            from reports.figures import chart_uris
+            uris = chart_uris(*self._args)
+        return uris
+
+
+class ChartProcess:
+    """The parent's handle on a forked chart process."""
+
+    def __init__(self, pid: int, conn):
+        self.pid = pid
+        self._conn = conn
+        self._owner = os.getpid()
+        self._ready: bool | None = None
+        atexit.register(self.close)
+
+    def send(self, args: tuple) -> bool:
+        try:
+            self._conn.send(args)
+            return True
+        except (OSError, ValueError):  # the child is gone
+            self.close()
+            return False
+
+    def receive(self) -> dict | None:
+        """The child's charts, or None (not loaded within LOAD_WAIT_S, failed, or gone): the caller draws them."""
+        try:
+            if self._ready is None:
+                if not self._conn.poll(LOAD_WAIT_S):
+                    return None
+                self._ready = self._conn.recv()
+            if not self._ready or not self._conn.poll(DRAW_WAIT_S):
+                return None
+            uris = self._conn.recv()
+            return uris if isinstance(uris, dict) else None
+        except (EOFError, OSError, ValueError):
+            return None
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the child and reap it (idempotent; only in the process that forked it)."""
+        if self._conn is None or os.getpid() != self._owner:
+            return
+        self._conn.close()
+        self._conn = None
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
+
+
+def _serve(conn) -> None:
+    """The child: load matplotlib in a thread at the lowest priority, say whether that worked, then draw the one
+    request it gets (waiting for the load to finish). Leaves when the parent goes."""
+    loaded: list[bool] = []
+
+    def load() -> None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)  # Linux: this thread only
+        except (AttributeError, OSError):
+            pass
+        try:
+            from reports import figures
+            figures.warm_up()
+            loaded.append(True)
+        except Exception:  # noqa: BLE001 - the report draws its charts itself then
+            loaded.append(False)
+        conn.send(loaded[0])
+
+    loader = threading.Thread(target=load, name="postmortem-charts-load", daemon=True)
+    loader.start()
+    parent = os.getppid()
+    while not conn.poll(PARENT_CHECK_S):
+        if os.getppid() != parent:
+            return
+    try:
+        args = conn.recv()
+    except (EOFError, OSError):
+        return
+    loader.join()
+    if not loaded[0]:
+        return
+    from reports.figures import chart_uris
+    try:
+        uris = chart_uris(*args)
+    except Exception:  # noqa: BLE001 - the report draws them itself and raises what it raises
+        return
+    conn.send(uris)
