@@ -31,10 +31,13 @@ def _no_process_left():
         left.close()
 
 
-def _children() -> set[int]:
-    path = f"/proc/{os.getpid()}/task/{os.getpid()}/children"
-    with open(path) as fh:
-        return {int(p) for p in fh.read().split()}
+def _reaped(pid: int) -> bool:
+    """Whether the child `pid` was already waited for (not running, not a zombie)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
 
 
 @needs_fork
@@ -54,7 +57,7 @@ def test_the_chart_process_draws_the_same_bytes_as_this_process():
     local = real(*args)
     assert uris == local
     assert uris["timeline"].startswith("data:image/png;base64,") and uris["steps"] and uris["gpu_memory"]
-    assert proc.pid not in _children()  # reaped
+    assert _reaped(proc.pid)
 
 
 @needs_fork
@@ -73,7 +76,7 @@ def test_a_child_that_cannot_load_matplotlib_leaves_the_drawing_here(monkeypatch
     assert calls == [1]
     monkeypatch.undo()
     assert uris == figures.chart_uris(*args)
-    assert proc.pid not in _children()
+    assert _reaped(proc.pid)
 
 
 @needs_fork
@@ -88,7 +91,7 @@ def test_a_dead_child_or_a_slow_load_leaves_the_drawing_here(monkeypatch):
     proc = chart_process.start()
     pending = chart_process.request(chart_process.take(), *args)
     assert pending.result() == local
-    assert proc.pid not in _children()  # killed and reaped, not left loading
+    assert _reaped(proc.pid)  # killed and reaped, not left loading
 
 
 def test_no_chart_process_with_another_thread_running():
