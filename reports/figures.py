@@ -19,6 +19,8 @@ ROLE_COLOURS = {"culprit": "#c0392b", "affected": "#e39b2d", "other": "#7f8c8d",
 ERROR_COLOUR = "#c0392b"
 GREY_LINE = "#9aa4ad"
 MAX_ARROWS = 12
+MAX_STOP_LABELS = 6        # 'stopped at' labels on a steps chart of many ranks (the furthest behind first)
+STOP_LABEL_W, STOP_LABEL_H = 0.22, 0.08  # a label's extent as a share of the steps chart's x and step ranges
 MAX_GPU_HIGHLIGHT = 8      # coloured GPUs with a legend entry when the GPU chart has more than MAX_LABELLED
 TOP_PEAK_GPUS = 3          # GPUs nearest their capacity, coloured when no GPU is lost, faulty or a culprit's
 CAPACITY_LINE = "#5d6d7e"
@@ -284,7 +286,7 @@ def _steps_few(ax, series: dict, keys: list, behind: set, t: dict, family) -> in
 
 def _steps_many(ax, series: dict, keys: list, behind: set, t: dict, family) -> int:
     """Many ranks: the front grey, the ranks behind in the culprit's colour; each kind of mark is one artist (one
-    line per rank is seconds of drawing at thousands of ranks). Returns how many ranks are behind."""
+    line per rank is seconds of drawing at thousands of ranks). Returns the legend entries naming ranks (0 or 1)."""
     _grey_lines(ax, [np.column_stack(series[r]) for r in keys if r not in behind])
     late = [r for r in keys if r in behind]
     colour = ROLE_COLOURS["culprit"]
@@ -295,14 +297,31 @@ def _steps_many(ax, series: dict, keys: list, behind: set, t: dict, family) -> i
         dotted = [series[r] for r in late if len(series[r][0]) <= 30]
         ax.plot([x for xs, _ in dotted for x in xs], [y for _, ys in dotted for y in ys], linestyle="none",
                 marker="o", markersize=4.5, color=colour, zorder=3)
-    for r in late[:MAX_LABELLED]:  # legend entries: empty lines styled as the rank's line
-        ax.plot([], [], linewidth=2.4, marker="o" if len(series[r][0]) <= 30 else None, markersize=4.5,
-                color=colour, label=_series_name(r, t))
-    # Ranks that stopped at the same step and point share one label: the same text drawn once.
-    for x, y in dict.fromkeys((xs[-1], ys[-1]) for xs, ys in (series[r] for r in late) if xs):
+    if late:  # one legend entry: the lines share one colour, so a name per line would not say which is which
+        ax.plot([], [], linewidth=2.4, marker="o" if dotted else None, markersize=4.5, color=colour,
+                label=i18n.fmt(t, "fig_ranks_behind", n=len(late)))
+    for x, y in _apart([(xs[-1], ys[-1]) for xs, ys in (series[r] for r in late) if xs],
+                       [p for r in keys for p in zip(*series[r])]):
         _stop_label(ax, t, family, colour, x, y)
     ax.plot([], [], color=GREY_LINE, linewidth=0.8, label=t["fig_other_ranks"])
-    return len(late)
+    return 1 if late else 0
+
+
+def _apart(ends: list, points: list) -> list:
+    """The 'stopped at' points to label, furthest behind first, leaving out one whose label would overlap a label
+    already placed (labels span ~STOP_LABEL_W of the x range and ~STOP_LABEL_H of the step range at this figure
+    size), and at most MAX_STOP_LABELS: ranks that stopped together share one."""
+    xs = [p[0] for p in points]
+    ys = [p[1] for p in points]
+    xr = (max(xs) - min(xs)) or 1
+    yr = (max(ys) - min(ys)) or 1
+    placed: list = []
+    for x, y in sorted(dict.fromkeys(ends), key=lambda p: (p[1], p[0])):
+        if len(placed) >= MAX_STOP_LABELS:
+            break
+        if all(abs(x - px) / xr >= STOP_LABEL_W or abs(y - py) / yr >= STOP_LABEL_H for px, py in placed):
+            placed.append((x, y))
+    return placed
 
 
 def _series_name(r, t: dict) -> str:

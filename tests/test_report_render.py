@@ -444,14 +444,37 @@ def test_steps_chart_of_many_ranks_draws_each_kind_of_mark_once():
 
     from reports.figures import steps_figure
     from reports.ranks import Axis
-    # 300 ranks: half stopped one report early, at one of two steps; every rank behind keeps its legend style.
+    # 300 ranks: half stopped one report early, at one of two steps; the ranks behind share one colour and one
+    # legend entry (a name per identical line would not say which line is whose).
     series = {r: ([1, 2, 3], [10, 20, 30]) if r % 2 else ([1, 2], [10, 20 + r % 4]) for r in range(300)}
     last = [{"rank": r, "last_step": ys[-1]} for r, (_, ys) in series.items()]
     fig = steps_figure(SimpleNamespace(step_series=series, step_last=last, step_axis=Axis("order")))
     ax = fig.axes[0]
     assert len(ax.collections) == 2                 # the front in grey, the ranks behind in red
     assert sorted(x.get_text() for x in ax.texts) == ["stopped at 20", "stopped at 22"]
-    assert _legend(fig)[:2] == ["rank 0", "rank 2"] and _legend(fig)[-1] == "other ranks" and len(_legend(fig)) == 17
+    assert _legend(fig) == ["ranks behind the front (150)", "other ranks"]
+
+
+def test_steps_chart_labels_where_ranks_stopped_without_overlapping_labels():
+    """Many ranks that stopped at nearby points get one 'stopped at' label per spot, the furthest behind first, a
+    label left out where it would cover one already placed, and at most MAX_STOP_LABELS."""
+    from types import SimpleNamespace
+
+    from reports import figures
+    from reports.ranks import Axis
+    # 40 ranks reach step 1000 at report 10; 30 stop earlier: 10 at each of steps 500 (report 5), 510 (report 5,
+    # the same spot as 500 on this scale) and 900 (report 9).
+    series = {r: (list(range(1, 11)), [100 * i for i in range(1, 11)]) for r in range(40)}
+    for r, (n, top) in enumerate([(5, 500)] * 10 + [(5, 510)] * 10 + [(9, 900)] * 10, start=40):
+        series[r] = (list(range(1, n + 1)), [100 * i for i in range(1, n)] + [top])
+    last = [{"rank": r, "last_step": ys[-1]} for r, (_, ys) in series.items()]
+    fig = figures.steps_figure(SimpleNamespace(step_series=series, step_last=last, step_axis=Axis("order")))
+    assert [x.get_text() for x in fig.axes[0].texts] == ["stopped at 500", "stopped at 900"]
+    assert _legend(fig) == ["ranks behind the front (30)", "other ranks"]
+    # Spots far apart each get a label, the furthest behind first, up to MAX_STOP_LABELS.
+    ends = [(i, 100 * i) for i in range(10, 0, -1)]
+    assert figures._apart(ends, ends) == ends[::-1][:figures.MAX_STOP_LABELS]
+    assert figures._apart([(5, 500), (5, 500)], [(0, 0), (10, 1000)]) == [(5, 500)]
 
 
 def test_rank_ranges():
