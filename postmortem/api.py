@@ -168,20 +168,22 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
 
     `quiet` turns off the progress bar drawn on stderr (it is drawn only when stderr is a terminal). `html` says
     the caller renders the HTML report next: its charting and template code is loaded while the files are parsed."""
-    charts = False
-    if _parallel_likely(path, jobs, engine):
-        if html:  # forked first, while this process is small: it loads matplotlib on CPU the parse leaves idle
-            from reports import chart_process
-            charts = chart_process.start() is not None
+    parallel = _parallel_likely(path, jobs, engine)
+    if parallel:
         # The tree is walked and sniffed in a forked child while this process imports the parsers and builds their
         # trigger databases, which the parser processes then inherit: the two used to run one after the other.
         from parsers.base import preload as preload_parsers
         sources = beside.call_beside(discover_mod.discover, path, preload_parsers)
     else:
         sources = discover_mod.discover(path)
-    preload = _Preload(html=html, charts=not charts)
+    # With parser processes, an HTML report's charts are drawn by a process forked once they are done (see
+    # reports.chart_process): matplotlib is not loaded here while they run.
+    preload = _Preload(html=html, charts=not parallel)
     results = parse_all(sources, jobs=jobs, engine=engine, scheduler=scheduler, quiet=quiet, preload=preload)
     preload.join()
+    if html and parallel:
+        from reports import chart_process
+        chart_process.start()  # loads matplotlib on the CPU the parser processes left while the rules run here
     if plugin_paths:
         from postmortem.rules import load_plugins
         load_plugins(plugin_paths, entry_points=False)

@@ -1,22 +1,23 @@
-"""The HTML report's charts, drawn by a forked process that loads matplotlib on CPU time nothing else wants.
+"""The HTML report's charts, drawn by a process forked when the parse is over, while this one runs the rules.
 
 matplotlib takes ~0.2 s of CPU to import and ~0.1 s per chart to draw. Imported by the report's own process while
-the files are parsed, it takes that CPU from the parser processes. Here a thread of a child forked before the parse
-imports it at the lowest priority (nice 19, that thread only): it runs when a CPU would idle (start-up, the tail of
-the parse, the rules). The charts are then drawn by the child at normal priority while the report's process builds
-the rest of the report. When the child is not loaded in time, fails or dies, the charts are drawn in the report's
-process: the same bytes either way, as the child is a copy of it and both run reports.figures.chart_uris.
+the files are parsed, it takes that CPU from the parser processes (and loaded there at the lowest priority, nice 19,
+it still took ~0.15 s from them: a nice-19 spinner slows a 512-rank parse by 5-10 %). Here a child is forked once
+the parser processes are done, when this process has pandas loaded and no other thread: it imports matplotlib on
+the CPU they left while this process builds the tables and runs the rules on the other. Once the verdict is known
+the charts' models are sent over, and the child draws them while this process builds the rest of the report. When
+the child is not loaded in time, fails or dies, the charts are drawn in the report's process: the same bytes
+either way, as the child is a copy of it and both run reports.figures.chart_uris.
 """
 from __future__ import annotations
 
 import atexit
 import os
 import signal
-import threading
 
 from postmortem import beside
 
-LOAD_WAIT_S = 0.5    # how long a report waits for a child still loading matplotlib before drawing itself
+LOAD_WAIT_S = 5.0    # how long a report waits for a child still loading matplotlib (a cold disk: seconds)
 DRAW_WAIT_S = 60.0   # a loaded child that sends no charts in this long is given up (drawn here instead)
 PARENT_CHECK_S = 1.0
 
@@ -24,8 +25,8 @@ _started: "ChartProcess | None" = None
 
 
 def start() -> "ChartProcess | None":
-    """Fork the chart process now (call it before the parse, with no other thread running); None where fork is
-    unsafe or there is a single CPU (no idle CPU to load it on). Later `take()` hands it to the report."""
+    """Fork the chart process now (once the parser processes are done, with no other thread running); None where
+    fork is unsafe or there is a single CPU (no CPU to load it on beside the rules). `take()` hands it to the report."""
     global _started
     if _started is not None:
         return _started
@@ -88,6 +89,9 @@ class ChartProcess:
         atexit.register(self.close)
 
     def send(self, args: tuple) -> bool:
+        """Send the charts' models; False when the child is gone."""
+        if self._conn is None:
+            return False
         try:
             self._conn.send(args)
             return True
@@ -128,25 +132,12 @@ class ChartProcess:
 
 
 def _serve(conn) -> None:
-    """The child: load matplotlib in a thread at the lowest priority, say whether that worked, then draw the one
-    request it gets (waiting for the load to finish). Leaves when the parent goes."""
-    loaded: list[bool] = []
-
-    def load() -> None:
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)  # Linux: this thread only
-        except (AttributeError, OSError):
-            pass
-        try:
-            from reports import figures
-            figures.warm_up()
-            loaded.append(True)
-        except Exception:  # noqa: BLE001 - the report draws its charts itself then
-            loaded.append(False)
-        conn.send(loaded[0])
-
-    loader = threading.Thread(target=load, name="postmortem-charts-load", daemon=True)
-    loader.start()
+    """The child: load matplotlib and say whether that worked, then draw the one request it gets. Leaves when the
+    parent goes."""
+    loaded = _load()
+    conn.send(loaded)
+    if not loaded:
+        return
     parent = os.getppid()
     while not conn.poll(PARENT_CHECK_S):
         if os.getppid() != parent:
@@ -155,12 +146,19 @@ def _serve(conn) -> None:
         args = conn.recv()
     except (EOFError, OSError):
         return
-    loader.join()
-    if not loaded[0]:
-        return
     from reports.figures import chart_uris
     try:
         uris = chart_uris(*args)
     except Exception:  # noqa: BLE001 - the report draws them itself and raises what it raises
         return
     conn.send(uris)
+
+
+def _load() -> bool:
+    """Import matplotlib and what the charts use, and draw a few letters (the Agg canvas, the font faces)."""
+    try:
+        from reports import figures
+        figures.warm_up()
+        return True
+    except Exception:  # noqa: BLE001 - the report draws its charts itself then
+        return False

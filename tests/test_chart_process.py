@@ -1,4 +1,4 @@
-"""The HTML report's charts drawn by a forked process that loads matplotlib on idle CPU (reports.chart_process)."""
+"""The HTML report's charts drawn by a process forked once the parse is over (reports.chart_process)."""
 from __future__ import annotations
 
 import os
