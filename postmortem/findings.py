@@ -57,6 +57,13 @@ class Finding:
         self.confidence = round(max(0.0, min(1.0, float(self.confidence))), 2)
         self.culprit_ranks = sorted({int(r) for r in self.culprit_ranks})
         self.affected_ranks = sorted({int(r) for r in self.affected_ranks} - set(self.culprit_ranks))
+        # The same line cited twice with the same words (two facts of one line: an OOM that is also its traceback's
+        # exception, two config keys echoed on one line) is one citation.
+        unique: dict = {}
+        for e in self.evidence:
+            unique.setdefault((e.source, e.line, e.rank, e.text), e)
+        if len(unique) < len(self.evidence):
+            self.evidence = list(unique.values())
 
     def to_dict(self) -> dict:
         """JSON-contract dict (docs/json.md)."""

@@ -102,3 +102,31 @@ def test_preload_loads_matplotlib_only_for_an_html_report(html):
             "print('matplotlib' in sys.modules, 'pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == [str(html), "True"]
+
+
+def test_a_line_cited_twice_with_the_same_words_is_one_citation():
+    from postmortem.findings import Evidence, Finding
+
+    def cite(source, line, text, rank=0):
+        return Evidence(source, line, rank, text)
+    f = Finding(rule="r", category="gpu_oom", confidence=0.5, title="t", explanation="e", remediation="r",
+                evidence=[cite("a.log", 7, "OOM"), cite("b.log", 3, "config"), cite("a.log", 7, "OOM"),
+                          cite("a.log", 7, "OOM, in words of the rule"), cite("a.log", 7, "OOM", rank=1),
+                          cite("c.log", None, "x"), cite("c.log", None, "x")])
+    assert [(e.source, e.line, e.rank, e.text) for e in f.evidence] == [
+        ("a.log", 7, 0, "OOM"), ("b.log", 3, 0, "config"), ("a.log", 7, 0, "OOM, in words of the rule"),
+        ("a.log", 7, 1, "OOM"), ("c.log", None, 0, "x")]
+
+
+def test_no_finding_of_a_sample_cites_the_same_line_twice_with_the_same_words():
+    samples = os.path.join(os.path.dirname(__file__), "..", "samples")
+    seen = 0
+    for name in sorted(os.listdir(samples)):
+        logs = os.path.join(samples, name, "logs")
+        if not os.path.isdir(logs):
+            continue
+        for f in postmortem.analyze(logs, quiet=True).to_dict()["findings"]:
+            keys = [(e["source"], e["line"], e["rank"], e["text"]) for e in f["evidence"]]
+            assert len(keys) == len(set(keys)), (name, f["rule"])
+            seen += len(keys)
+    assert seen
