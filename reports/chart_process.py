@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import os
 import signal
+import threading
 
 from postmortem import beside
 
@@ -132,26 +133,35 @@ class ChartProcess:
 
 
 def _serve(conn) -> None:
-    """The child: load matplotlib and say whether that worked, then draw the one request it gets. Leaves when the
-    parent goes."""
+    """The child: load matplotlib and say whether that worked, then draw the one request it gets. The request is
+    read by a thread meanwhile (so that the parent's send of ~0.3 MB of models does not wait for the load). Leaves
+    when the parent goes."""
+    got: list = []
+    reader = threading.Thread(target=_read_request, args=(conn, got), name="postmortem-charts-read", daemon=True)
+    reader.start()
     loaded = _load()
     conn.send(loaded)
-    if not loaded:
+    reader.join()  # no other thread when the timeline is drawn in a fork of this process
+    if not loaded or not got:
         return
+    from reports.figures import chart_uris
+    try:
+        uris = chart_uris(*got[0])
+    except Exception:  # noqa: BLE001 - the report draws them itself and raises what it raises
+        return
+    conn.send(uris)
+
+
+def _read_request(conn, got: list) -> None:
+    """The parent's one request into `got` (nothing when the parent goes first)."""
     parent = os.getppid()
     while not conn.poll(PARENT_CHECK_S):
         if os.getppid() != parent:
             return
     try:
-        args = conn.recv()
+        got.append(conn.recv())
     except (EOFError, OSError):
-        return
-    from reports.figures import chart_uris
-    try:
-        uris = chart_uris(*args)
-    except Exception:  # noqa: BLE001 - the report draws them itself and raises what it raises
-        return
-    conn.send(uris)
+        pass
 
 
 def _load() -> bool:
