@@ -167,7 +167,8 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
     FileNotFoundError for no input). The tables, their columns and dtypes: docs/tables.md.
 
     `quiet` turns off the progress bar drawn on stderr (it is drawn only when stderr is a terminal). `html` says
-    the caller renders the HTML report next: its charting and template code is loaded while the files are parsed."""
+    the caller renders the HTML report next: its templates are loaded while the files are parsed, and its charts'
+    matplotlib too, unless parser processes run (then a chart process loads it once they are done)."""
     parallel = _parallel_likely(path, jobs, engine)
     if parallel:
         # The tree is walked and sniffed in a forked child while this process imports the parsers and builds their

@@ -17,30 +17,41 @@ def can_fork() -> bool:
         multiprocessing.get_context().get_start_method() == "fork"
 
 
+def fork(child, duplex: bool = False):
+    """Fork a child that runs child(conn) and leaves with os._exit (0 when it returned, 1 when it raised), without
+    the parent's exit handlers or buffered output; returns (pid, conn) here, or None when the fork fails. The pipe
+    is one-way (the child writes, this process reads) unless `duplex`."""
+    from multiprocessing.connection import Pipe
+    try:
+        here, there = Pipe(duplex=duplex)
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid == 0:
+        code = 1
+        try:
+            here.close()
+            child(there)
+            code = 0
+        except BaseException:  # noqa: BLE001 - the parent sees the exit status (or an EOF) and acts on it
+            pass
+        finally:
+            os._exit(code)
+    there.close()
+    return pid, here
+
+
 def call_beside(fn, arg, work):
     """fn(arg) computed in a forked child while `work()` runs here; returns fn(arg)'s value.
 
     Whatever goes wrong in the child (an exception, a crash, an unpicklable value), fn(arg) runs again here, so the
     caller sees exactly what a plain call would return or raise. The value comes back over a multiprocessing pipe,
     as the parser pool's results do. Call it only where can_fork() is True: the child is a fork of this process."""
-    from multiprocessing.connection import Pipe
-    try:
-        reader, writer = Pipe(duplex=False)
-        pid = os.fork()
-    except OSError:
+    forked = fork(lambda writer: writer.send(fn(arg)))
+    if forked is None:
         work()
         return fn(arg)
-    if pid == 0:  # the child: compute, send, and leave without running the parent's exit handlers
-        code = 1
-        try:
-            reader.close()
-            writer.send(fn(arg))
-            code = 0
-        except BaseException:  # noqa: BLE001 - the parent repeats the call and raises what it raises
-            pass
-        finally:
-            os._exit(code)
-    writer.close()
+    pid, reader = forked
     value, ok = None, False
     try:
         work()

@@ -33,20 +33,10 @@ def start() -> "ChartProcess | None":
         return _started
     if (os.cpu_count() or 1) < 2 or not beside.can_fork():
         return None
-    from multiprocessing.connection import Pipe
-    try:
-        here, there = Pipe(duplex=True)
-        pid = os.fork()
-    except OSError:
+    forked = beside.fork(_serve, duplex=True)
+    if forked is None:
         return None
-    if pid == 0:  # the child: serve, then leave without the parent's exit handlers or buffered output
-        try:
-            here.close()
-            _serve(there)
-        finally:
-            os._exit(0)
-    there.close()
-    _started = ChartProcess(pid, here)
+    _started = ChartProcess(*forked)
     return _started
 
 
