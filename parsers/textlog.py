@@ -19,6 +19,13 @@ FRAME_RE = regex.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in
 EXC_RE = regex.compile(
     r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Timeout|Fault|Warning)|Exception))"
     r"(?::\s?(?P<msg>.*))?$")
+# Inside an open traceback, Python's next unindented line after the frames is the exception, whatever its class is
+# called (`StopIteration`, `queue.Empty`, `numpy._core._exceptions._ArrayMemoryError: ...`, `c10::Error`).
+ANY_EXC_RE = regex.compile(r"^(?P<type>[A-Za-z_]\w*(?:(?:\.|::)[A-Za-z_]\w*)*)(?::\s?(?P<msg>.*))?$")
+# Builtin exceptions without an Error/Exception suffix: known as exception lines even without a colon.
+_BARE_EXC_NAMES = frozenset({"StopIteration", "StopAsyncIteration", "KeyboardInterrupt", "SystemExit",
+                             "GeneratorExit", "MemoryError", "RecursionError", "AssertionError"})
+EXC_NEAR_FRAME = 4  # lines after the last frame (its code line and carets between) where any class name can close it
 CHAIN_RE = regex.compile(r"^(?:During handling of the above exception, another exception occurred|"
                          r"The above exception was the direct cause of the following exception):?\s*$")
 CARET_RE = regex.compile(r"^\s*[~^]+\s*$")
@@ -89,7 +96,7 @@ WEAK_EVENT_TRIGGERS = ["Warning"]
 LINE_TRIGGERS_NOCASE = ["batch", "period", "every", "interval", "_steps", "_freq", "frequency", "workers", "epochs",
                         "timeout"]
 # Lines after these are handed over whatever they contain (traceback source lines, torchrun summary fields).
-WINDOW_TRIGGERS = {'File "': 2, "Traceback (most recent call last)": 2, "Root Cause (first observed failure)": 12,
+WINDOW_TRIGGERS = {'File "': EXC_NEAR_FRAME, "Traceback (most recent call last)": 2, "Root Cause (first observed failure)": 12,
                    "Failures:": 200}
 STEP_TRIGGERS = ["{'", "Epoch(", "Iter(", "━", "[=", "/s]"]
 STEP_TRIGGERS_NOCASE = ["step", "iter", "batch", "loss"]
@@ -258,7 +265,7 @@ class _TracebackCollector:
                 if tb["frames"] and "code" not in tb["frames"][-1] and not CARET_RE.match(message):
                     tb["frames"][-1]["code"] = stripped[:300]
                 return True
-            em = EXC_RE.match(message)
+            em = EXC_RE.match(message) or _any_exception(message, lineno - tb["last_frame_line"])
             if em:
                 self._close(key, em.group("type"), em.group("msg"), lineno)
                 return False  # the exception line is also scanned for events
@@ -311,6 +318,23 @@ class _TracebackCollector:
             self.result.add("tracebacks", row)
         if self.dropped:
             self.result.problems.append(f"repeated tracebacks summarised: {self.dropped} not stored")
+
+
+def _any_exception(message: str, since_frame: int):
+    """The exception line of an open traceback whatever its class is named (see ANY_EXC_RE), right after the frames:
+    a dotted or `::` name, a name with a message, or a builtin exception's bare name."""
+    if since_frame > EXC_NEAR_FRAME or not message or len(message) > 4000:
+        return None
+    m = ANY_EXC_RE.match(message)
+    if m is None:
+        return None
+    name = m.group("type")
+    if "." in name or "::" in name or name in _BARE_EXC_NAMES:
+        return m
+    # `Name: message` alone: a class-like name (a capital, then lower case), not a log level word (`INFO: ...`)
+    if m.group("msg") is not None and name[:1].isupper() and not name.isupper():
+        return m
+    return None
 
 
 def _last_user_frame(frames_innermost_first: list[dict]) -> dict | None:
@@ -492,7 +516,7 @@ def parse_textlog(source: Source) -> ParseResult:
             ctx = {"rank": rank, "host": info.get("host") or source.host, "ts": _ts(info.get("ts"))}
             if steps_only:  # a sampled progress/step line from the prefilter: nothing but its step row
                 st = parse_step(message)
-                if not st and not dump and _plain_line(message):
+                if not st and not dump and _plain_line(message) and (plain is None or lineno > plain[0]):
                     plain = (lineno, message, rank, ctx)
                 if st:
                     st.update({"source": source.source, "line": lineno, "rank": rank, "host": ctx["host"],
@@ -515,7 +539,9 @@ def parse_textlog(source: Source) -> ParseResult:
                 if kind:
                     dump_kinds.add(kind)
             hits = fmts.match_line(message)
-            if not hits and not dump and _plain_line(message):
+            before_plain = plain
+            # (the prefilter may hand an earlier ordinary line over again just before an event: the latest one counts)
+            if not hits and not dump and _plain_line(message) and (plain is None or lineno > plain[0]):
                 plain = (lineno, message, rank, ctx)  # what the job printed last before anything happened
             for fmt, m in hits:
                 if dump and fmt.level != "error":
@@ -559,8 +585,8 @@ def parse_textlog(source: Source) -> ParseResult:
                                                     "value": float(cm.group("value")), "format": "config-echo"}})
             st = parse_step(message)
             if st:
-                if plain is not None and plain[0] == lineno and st.get("phase") == "train":
-                    plain = None  # training progress is not an announcement of other work
+                if plain is not None and plain[0] == lineno:
+                    plain = before_plain  # progress is not an announcement of work (as for sampled step lines)
                 st.update({"source": source.source, "line": lineno, "rank": rank, "host": ctx["host"],
                            "ts": ctx["ts"]})
                 steps.add(st)

@@ -214,7 +214,9 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
     from postmortem import verdict as verdict_mod
     from postmortem.rank_state import rank_state
     from postmortem.rules import all_rules, run_rules
+    from postmortem.culprits import find_culprits
     tables.frames["ranks"] = rank_state(tables)  # stage 4: where every rank was when the job stopped
+    tables.meta["culprits"] = find_culprits(tables.frames["ranks"])  # stage 5: end-state asymmetry
     selected = all_rules()
     if rules:
         wanted = set(rules)
@@ -223,7 +225,8 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
     has_inputs = any(not s.problem for s in sources)
     signals = signals_mod.collect(tables)
     tables.meta["signals"] = signals
-    verdict, findings = verdict_mod.decide(findings, has_inputs, signals, tables.frames["ranks"])
+    verdict, findings = verdict_mod.decide(findings, has_inputs, signals, tables.frames["ranks"],
+                                           tables.meta.get("culprits"))
     gaps = gaps_mod.evidence_gaps(tables, verdict) if verdict else []
     return Analysis(input=path, sources=sources, tables=tables, findings=findings, verdict=verdict,
                     evidence_gaps=gaps)

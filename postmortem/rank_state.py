@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import pandas as pd
 
+from postmortem import ends as ends_mod
 from postmortem import stacks as stacks_mod
 from postmortem.rules.facts import WAIT_KINDS
 
 COLUMNS = ["rank", "host", "last_step", "last_step_ts", "last_step_at", "last_ts", "last_activity",
-           "last_activity_at", "last_enqueued", "last_started", "last_completed", "collective_at", "waiting",
+           "last_activity_at", "last_enqueued", "last_started", "last_completed", "last_op", "collective_at", "waiting",
            "stack_class", "stack_where", "stack_signature", "stack_at", "first_error", "first_error_ts",
-           "first_error_at", "exit", "exit_at", "files"]
+           "first_error_at", "exit", "exit_at", "end", "end_detail", "end_cause", "end_at", "end_ts", "files"]
 
 # Column -> (dtype, meaning): the reference for docs/tables.md and the notebook API.
 COLUMN_DOCS = {
@@ -30,6 +31,7 @@ COLUMN_DOCS = {
     "last_enqueued": ("Int64", "last collective the rank enqueued (watchdog / flight-recorder counters)"),
     "last_started": ("Int64", "last collective sequence number the rank was seen in (timed out or started)"),
     "last_completed": ("Int64", "last collective the rank completed"),
+    "last_op": ("object", "operation of the rank's last collective record (ALLREDUCE, BROADCAST ...), where known"),
     "collective_at": ("object", "source:line of the last collective record"),
     "waiting": ("bool", "the rank reported a collective timeout or its stack waits in a collective"),
     "stack_class": ("object", "class of its last main-thread stack (collective_wait, data_loading, logging, "
@@ -43,6 +45,13 @@ COLUMN_DOCS = {
     "first_error_at": ("object", "source:line of it"),
     "exit": ("object", "how the rank ended: `code N` or a signal name (launcher summary, error file, shell)"),
     "exit_at": ("object", "source:line of the exit"),
+    "end": ("object", "how the rank ended, the most specific source winning: " + ", ".join(
+        f"{k} ({v})" for k, v in ends_mod.END_KINDS.items())),
+    "end_detail": ("object", "what ended it: the exception, the signal, the exit code, the collective it waited in"),
+    "end_cause": ("object", "root (it ended on its own), consequence (of another rank: timeouts, closed peers, the "
+                            "launcher's SIGTERM), normal, or null"),
+    "end_at": ("object", "source:line of the end"),
+    "end_ts": ("datetime64[ns, UTC]", "time of the end where a line gives it"),
     "files": ("object", "the rank's own log files (list)"),
 }
 
@@ -152,6 +161,7 @@ def rank_state(tables) -> pd.DataFrame:
     _end_stack(_ranked(tables.stacks), row)
     _first_error(ev, _ranked(tables.tracebacks), row)
     _exits(tables.events, row)
+    ends_mod.fill_ends(tables, rows, row)
 
     out = pd.DataFrame([rows[r] for r in sorted(rows)], columns=COLUMNS)
     for col, (dtype, _) in COLUMN_DOCS.items():  # the documented dtypes, whatever pandas would infer
@@ -231,8 +241,11 @@ def _collectives(coll: pd.DataFrame, ev: pd.DataFrame, row) -> None:
             for r, v in highest[col].dropna().items():
                 row(r)[name] = int(v)
         last = _last_by_position(coll)
-        for r, source, line in zip(last["rank"].tolist(), last["source"].tolist(), last["line"].tolist()):
+        for r, source, line, op in zip(last["rank"].tolist(), last["source"].tolist(), last["line"].tolist(),
+                                       last["op"].tolist()):
             row(r)["collective_at"] = _at(source, line)
+            if not _null(op):
+                row(r)["last_op"] = str(op)
     if len(ev):
         for r in ev[ev["kind"].isin(WAIT_KINDS)]["rank"].unique():
             row(r)["waiting"] = True

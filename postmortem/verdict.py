@@ -8,17 +8,26 @@ from postmortem.sentences import verdict_sentence
 SYMPTOM_CATEGORIES = ("collective_timeout", "rank_crash", "nccl_error", "unknown")
 
 
-def decide(findings: list[Finding], has_inputs: bool, signals=None, ranks=None) -> tuple[Verdict | None, list[Finding]]:
+# Below this strength the asymmetry's culprits are not lent to a finding that names none.
+LEND_STRENGTH = 0.5
+# A verdict without culprits is at most this sure when several ranks' ends are known and did not fail alike.
+NO_CULPRIT_CAP = 0.75
+
+
+def decide(findings: list[Finding], has_inputs: bool, signals=None, ranks=None,
+           culprits=None) -> tuple[Verdict | None, list[Finding]]:
     """Return the verdict and the findings sorted by confidence (highest first), with cascade_of filled in.
 
     `signals` (postmortem.signals.Signals, or a bool for "some failure signal") decides between `unknown` and
-    `no_failure` when no rule fired, and how sure `no_failure` is."""
+    `no_failure` when no rule fired, and how sure `no_failure` is. `culprits` (postmortem.culprits.Culprits) names
+    the culprits when the root finding names none, and caps the confidence of a verdict without culprits."""
     if not has_inputs:
         return None, []
     ordered = sorted(findings, key=lambda f: (-f.confidence, f.order, f.rule))
     if not ordered:
-        return _no_finding(signals), []
+        return _no_finding(signals, culprits), []
     root = ordered[0]
+    _follow_culprits(root, culprits, ranks)
     if root.step is None and root.culprit_ranks:
         root.step = culprit_step(ranks, root.culprit_ranks)
     for f in ordered[1:]:
@@ -31,14 +40,34 @@ def decide(findings: list[Finding], has_inputs: bool, signals=None, ranks=None) 
                    summary), ordered
 
 
-def _no_finding(signals) -> Verdict:
+def _follow_culprits(root: Finding, culprits, ranks) -> None:
+    """Confidence follows the culprit: a root finding without culprits borrows the end-state asymmetry's (when it
+    is strong enough), and stays hedged when none can be named although several ranks' ends are known."""
+    if root.category == "no_failure" or culprits is None:
+        return
+    if not root.culprit_ranks and culprits.ranks and culprits.strength >= LEND_STRENGTH:
+        root.culprit_ranks = list(culprits.ranks)
+        root.affected_ranks = sorted(set(root.affected_ranks) | set(culprits.affected) - set(culprits.ranks))
+        root.explanation = f"{root.explanation} Culprit from how the ranks ended: {culprits.reason}."
+        root.evidence = list(root.evidence) + [e for e in culprits.evidence if e not in root.evidence][:3]
+        return
+    if root.culprit_ranks or culprits.alike or root.confidence < 0.8:
+        return
+    known = 0 if ranks is None or "end" not in getattr(ranks, "columns", ()) else int(ranks["end"].notna().sum())
+    if known >= 2:
+        root.confidence = min(root.confidence, NO_CULPRIT_CAP)
+
+
+def _no_finding(signals, culprits=None) -> Verdict:
     """No rule fired: `unknown` when anything says the job failed, else `no_failure`, confident only with a
     positive end (an end-of-training marker or a zero exit) and no hint that progress stopped short."""
     failed = signals if isinstance(signals, bool) else bool(signals and signals.failure)
     if failed:
         what = "" if isinstance(signals, bool) else "; ".join(dict.fromkeys(w for w, _ in signals.failure))
-        return Verdict("unknown", None, None, 0.3, [], None,
+        named = list(culprits.ranks) if culprits is not None and culprits.ranks else []
+        return Verdict("unknown", None, None, 0.3, named, None,
                        "The job failed" + (f" ({what})" if what else "")
+                       + (f"; {culprits.reason}" if named else "")
                        + ", but the inputs do not show why; see the evidence gaps for what to collect.")
     weak = [] if isinstance(signals, bool) or signals is None else signals.weak
     ended = [] if isinstance(signals, bool) or signals is None else signals.normal_end

@@ -548,6 +548,10 @@ ADVICE: dict[str, dict[str, str]] = {"zh": {
                           "这是真正的卡死，调大超时只会推迟同样的失败。",
     "peer-exited-while-waiting": "确保所有 rank 执行相同次数的迭代后再一起退出（DistributedSampler(drop_last=True)、"
                                  "DDP join()），不要让某个 rank 提前 break 或 return。",
+    "end-state-asymmetry": "比较每个 rank 的结束方式：其余 rank 的错误都源于这个与众不同的 rank。若它独自停在一个集合通信里，"
+                           "说明它调用了其他 rank 没有调用的集合通信（只在 rank 0 上执行的保存、评估或日志里含有同步）；"
+                           "若它在其他 rank 等待时提前退出，说明它跑的批次更少（drop_last=True、均匀分片、"
+                           "torch.distributed.algorithms.Join）；若它在忙别的工作，把耗时工作移出集合通信路径。",
     "rank-exited-silently": "查明该 rank 为何退出：代码里带错误码的显式退出、原生代码崩溃（用 PYTHONFAULTHANDLER=1 "
                             "查看位置），或被外部杀死（dmesg、调度器日志）。",
     "straggler-busy-rank": "把这段只在一个 rank 上执行的长时间工作移出集合通信的等待窗口：离线或在 init_process_group "

@@ -10,7 +10,8 @@ from typing import Callable, Iterable
 
 from postmortem.findings import CATEGORIES, SEVERITIES, Finding
 
-BUILTIN_FAMILIES = ("memory", "collectives", "hangs", "io", "numerics", "hardware", "crash", "endstate", "flight")
+BUILTIN_FAMILIES = ("memory", "collectives", "hangs", "io", "numerics", "hardware", "crash", "endstate", "flight",
+                    "asymmetry")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,205 @@
+"""Culprits from end-state asymmetry: the ranks whose end is not a consequence of another rank's, found from how
+every rank ended (the `end` columns of the `ranks` table), whatever the job printed.
+
+One mechanism for every category, tried in this order:
+- the earliest failure a rank came to on its own (an exception that is not a timeout or a closed peer, a fatal
+  signal, a kill, an error exit without a message); every rank failing alike names no one;
+- the minority that did something else while the rest waited in a collective: busy elsewhere, left (exited), never
+  reported waiting (peers timing out means it was alive; peers seeing closed sockets means it was gone);
+- the minority still in a collective after the rest had exited normally (it called one the others never did);
+- among ranks that all wait: the minority waiting at another call site, or behind on the collective counters;
+- the odd lines (postmortem.odd_lines): templates a minority of ranks printed near their end.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from postmortem.ends import IN_COLLECTIVE_ENDS, ROOT_ENDS
+from postmortem.findings import Evidence
+
+
+@dataclass
+class Culprits:
+    """The ranks end-state asymmetry points at, and why."""
+    ranks: list[int] = field(default_factory=list)
+    mechanism: str = "none"   # root-failure, alike, busy-while-waited, left-while-waited, never-reached,
+                              # extra-collective, other-call-site, lagging, odd-lines, single-rank, none
+    reason: str = ""
+    strength: float = 0.0     # how well the asymmetry alone supports the culprits (0..1)
+    affected: list[int] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+
+    @property
+    def alike(self) -> bool:
+        return self.mechanism == "alike"
+
+    def to_dict(self) -> dict:
+        return {"ranks": self.ranks, "mechanism": self.mechanism, "reason": self.reason,
+                "strength": self.strength, "affected": self.affected}
+
+
+def _null(v) -> bool:
+    return v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and v != v)
+
+
+def _ev(rec: dict, text: str) -> Evidence:
+    at = rec.get("end_at") or rec.get("stack_at") or "?"
+    src, _, line = str(at).rpartition(":")
+    if not line.isdigit():
+        src, line = str(at), ""
+    return Evidence(src, int(line) if line else None, int(rec["rank"]), text[:300])
+
+
+def _say(ranks: list[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks[:8])) + (" …" if len(ranks) > 8 else "")
+
+
+def _key(rec: dict) -> str:
+    """What failed, for grouping ranks that failed alike: the exception type, or the kind of end."""
+    detail = str(rec.get("end_detail") or "")
+    if rec["end"] == "exception":
+        head = detail.split(":", 1)[0]
+        return f"exception:{head}"
+    return str(rec["end"])
+
+
+def _order(rec: dict) -> tuple:
+    t = rec.get("end_ts")
+    if not _null(t):
+        return (0, pd.Timestamp(t).value, ROOT_ENDS.index(rec["end"]))
+    return (1, ROOT_ENDS.index(rec["end"]), 0)
+
+
+def find_culprits(ranks: pd.DataFrame, odd: pd.DataFrame | None = None) -> Culprits:
+    """The culprit ranks from the `ranks` table (and the odd lines, when the ends alone name no one)."""
+    if ranks is None or ranks.empty or "end" not in ranks.columns:
+        return Culprits()
+    recs = [r for r in ranks.to_dict("records") if not _null(r.get("end"))]
+    if not recs:
+        return _from_odd(odd, [])
+    known = [int(r["rank"]) for r in recs]
+    out = _root_failures(recs) or _asymmetry(recs) or _call_sites(recs)
+    if out is None or not out.ranks and not out.alike:
+        odd_out = _from_odd(odd, known)
+        if odd_out.ranks:
+            return odd_out
+    return out or Culprits()
+
+
+def _root_failures(recs: list[dict]) -> Culprits | None:
+    root = [r for r in recs if r["end"] in ROOT_ENDS]
+    if not root:
+        return None
+    others = [int(r["rank"]) for r in recs if r["end"] not in ROOT_ENDS]
+    keys = {_key(r) for r in root}
+    if not others and len(root) >= 2 and len(keys) == 1:
+        return Culprits([], "alike", f"every rank ended alike ({root[0]['end_detail']})", 0.8,
+                        affected=[int(r["rank"]) for r in root], evidence=[_ev(root[0], str(root[0]["end_detail"]))])
+    root.sort(key=_order)
+    first = root[0]
+    same = [r for r in root if _key(r) == _key(first)]
+    culprits = sorted(int(r["rank"]) for r in same)
+    if len(recs) == 1:
+        return Culprits(culprits, "single-rank", f"{_say(culprits)} {first['end']}: {first['end_detail']}", 0.6,
+                        evidence=[_ev(first, str(first["end_detail"]))])
+    strength = 0.9 if len(keys) == 1 else 0.65
+    if not others:  # every rank failed on its own, in different ways: the earliest is only a guess
+        strength = 0.5
+    reason = (f"{_say(culprits)} ended on {'its' if len(culprits) == 1 else 'their'} own "
+              f"({first['end'].replace('_', ' ')}: {first['end_detail']})"
+              + (f"; {_say(others)} ended as a consequence" if others else ""))
+    return Culprits(culprits, "root-failure", reason, strength, affected=others,
+                    evidence=[_ev(r, str(r["end_detail"])) for r in same[:3]])
+
+
+def _asymmetry(recs: list[dict]) -> Culprits | None:
+    """No rank failed on its own: the minority that did something else than the rest."""
+    by = {}
+    for r in recs:
+        by.setdefault(r["end"], []).append(r)
+    inc = [r for e in IN_COLLECTIVE_ENDS for r in by.get(e, [])]
+    exited, busy = by.get("exited", []), by.get("busy", [])
+    quiet = by.get("terminated", []) + by.get("running", [])
+    ranks_of = lambda rs: sorted(int(r["rank"]) for r in rs)  # noqa: E731
+    if inc and busy and len(busy) <= len(inc):
+        return Culprits(ranks_of(busy), "busy-while-waited",
+                        f"{_say(ranks_of(busy))} {'was' if len(busy) == 1 else 'were'} busy outside collectives "
+                        f"({busy[0]['end_detail']}) while {_say(ranks_of(inc))} waited",
+                        0.85, affected=ranks_of(inc + exited + quiet),
+                        evidence=[_ev(r, str(r["end_detail"])) for r in busy[:3]] + [_ev(inc[0], str(inc[0]["end_detail"]))])
+    if inc and exited:
+        if len(exited) < len(inc):
+            return Culprits(ranks_of(exited), "left-while-waited",
+                            f"{_say(ranks_of(exited))} exited normally while {_say(ranks_of(inc))} were still in a "
+                            "collective: it ran fewer collectives than its peers", 0.8, affected=ranks_of(inc + quiet),
+                            evidence=[_ev(exited[0], str(exited[0]["end_detail"])), _ev(inc[0], str(inc[0]["end_detail"]))])
+        if len(inc) < len(exited):
+            return Culprits(ranks_of(inc), "extra-collective",
+                            f"{_say(ranks_of(inc))} waited in a collective after {_say(ranks_of(exited))} had exited "
+                            "normally: it called a collective the others never did", 0.8,
+                            affected=ranks_of(exited + quiet),
+                            evidence=[_ev(inc[0], str(inc[0]["end_detail"])), _ev(exited[0], str(exited[0]["end_detail"]))])
+        return Culprits([], "none", "as many ranks exited as waited: the asymmetry does not say who diverged", 0.0,
+                        affected=ranks_of(inc + exited))
+    if inc and quiet and len(quiet) < len(inc):
+        lost = any(r["end"] == "lost_peer" for r in inc)
+        how = ("its peers saw its connection close: it was gone" if lost else
+               "its peers timed out waiting: it was alive, working elsewhere")
+        return Culprits(ranks_of(quiet), "never-reached",
+                        f"{_say(ranks_of(quiet))} never reported waiting in the collective {_say(ranks_of(inc))} "
+                        f"waited in; {how}", 0.7 if not lost else 0.6, affected=ranks_of(inc),
+                        evidence=[_ev(r, str(r["end_detail"] or r["end"])) for r in quiet[:2]]
+                        + [_ev(inc[0], str(inc[0]["end_detail"]))])
+    return None
+
+
+def _call_sites(recs: list[dict]) -> Culprits | None:
+    """Every rank waits: the minority at another call site (from stacks), or behind on the collective counters."""
+    inc = [r for r in recs if r["end"] in IN_COLLECTIVE_ENDS]
+    if len(inc) < 3 or len(inc) < len(recs):  # two ranks in two places: no minority
+        return None
+    sites: dict = {}
+    for column in ("stack_where", "last_op"):  # the call site a stack shows, else the op a timeout names
+        if all(not _null(r.get(column)) for r in inc):
+            for r in inc:
+                sites.setdefault(str(r[column]), []).append(int(r["rank"]))
+            break
+    if len(sites) >= 2:
+        groups = sorted(sites.items(), key=lambda kv: len(kv[1]))
+        small, big = groups[0], groups[-1]
+        if len(small[1]) < len(groups[1][1]) and len(small[1]) * 2 < len(inc):
+            return Culprits(sorted(small[1]), "other-call-site",
+                            f"{_say(sorted(small[1]))} waited at {small[0]} while {len(big[1])} others waited at "
+                            f"{big[0]}: the ranks called different collectives", 0.75,
+                            affected=sorted(int(r["rank"]) for r in inc if int(r["rank"]) not in small[1]))
+    return _lagging(inc)
+
+
+def _lagging(inc: list[dict]) -> Culprits | None:
+    """The minority whose collective counters are behind the rest."""
+    done = {int(r["rank"]): int(r["last_completed"]) for r in inc if not _null(r.get("last_completed"))}
+    if len(done) < 2:
+        return None
+    low = min(done.values())
+    behind = sorted(r for r, v in done.items() if v == low)
+    if max(done.values()) > low and len(behind) * 2 < len(done):
+        return Culprits(behind, "lagging", f"{_say(behind)} completed collective #{low} while the others reached "
+                                           f"#{max(done.values())}", 0.7,
+                        affected=sorted(r for r in done if r not in behind))
+    return None
+
+
+def _from_odd(odd: pd.DataFrame | None, known: list[int]) -> Culprits:
+    """Ranks that printed lines no other rank printed near its end (postmortem.odd_lines)."""
+    if odd is None or odd.empty or "suspect" not in odd.columns:
+        return Culprits()
+    sus = odd[odd["suspect"]]
+    if sus.empty:
+        return Culprits()
+    ranks = sorted({int(r) for rs in sus["ranks"] for r in rs})
+    first = sus.iloc[0]
+    return Culprits(ranks, "odd-lines", f"{_say(ranks)} printed near {'its' if len(ranks) == 1 else 'their'} end "
+                                        f"what no other rank printed: `{str(first['example'])[:120]}`", 0.55,
+                    affected=[r for r in known if r not in ranks])

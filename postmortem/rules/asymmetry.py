@@ -1,0 +1,97 @@
+"""The rule every failing job meets: ranks that ended differently (postmortem.culprits), classified by how the
+culprits ended, not by what they printed. Specific rules that know the message win by confidence; this one names
+the culprit when none does, and its category is the mechanism the ends show."""
+from __future__ import annotations
+
+from postmortem.culprits import Culprits, find_culprits
+from postmortem.findings import Finding
+from postmortem.rules import rule
+from postmortem.sentences import ranks_phrase, sentence_case
+
+# mechanism -> (category, confidence, title, remediation)
+_MECHANISMS = {
+    "extra-collective": (
+        "barrier_skew", 0.7, "{who} waited in a collective the other ranks never called",
+        "Make every rank run the same collectives: a collective inside rank-conditional code (a rank-0 save, eval or "
+        "log that synchronises), or an extra step on the ranks with more data, leaves it waiting alone. Guard only "
+        "the file write or print by rank, and give every rank the same number of batches (drop_last=True, "
+        "DistributedSampler with even shards, torch.distributed.algorithms.Join)."),
+    "left-while-waited": (
+        "barrier_skew", 0.7, "{who} left while the other ranks were still in a collective",
+        "A rank that leaves the training loop early (fewer batches in its shard, an early-stop or error check "
+        "decided per rank, a `break` on a rank-local condition) strands its peers in the next collective. Make the "
+        "decision collective (all_reduce the flag), give every rank the same number of batches (drop_last=True, even "
+        "shards, torch.distributed.algorithms.Join)."),
+    "other-call-site": (
+        "barrier_skew", 0.7, "{who} waited in a different collective than the others",
+        "The ranks' code paths diverged, so they wait in collectives that never match: find the branch that sends "
+        "the odd rank to its call site (rank-conditional code, a per-rank data condition such as an empty or NaN "
+        "batch, uneven batch counts) and make every rank call the same collectives in the same order."),
+    "busy-while-waited": (
+        "straggler", 0.65, "{who} was busy outside collectives while the others waited",
+        "Move the long work off the collective path (do it on every rank, before the process group starts, or in a "
+        "background thread), or raise the collective timeout for it; the stack shows where the rank was."),
+    "never-reached": (
+        "straggler", 0.5, "{who} never reached the collective the others waited in",
+        "Find what that rank did after its last line: take py-spy dumps of every rank when the job stalls "
+        "(`py-spy dump --pid`), and enable the flight recorder (TORCH_FR_BUFFER_SIZE) to see who lagged."),
+    "lagging": (
+        "straggler", 0.55, "{who} fell behind on the collectives",
+        "The lagging rank stopped issuing collectives: look at what it did instead (stacks, its last lines)."),
+    "odd-lines": (
+        "unknown", 0.35, "{who} printed something no other rank did before the job failed",
+        "Read the odd rank's last lines (cited): they are the best lead; collect py-spy dumps and the flight "
+        "recorder next time to see where it was."),
+}
+_ROOT_ENDS = {
+    "fatal_signal": ("rank_crash", 0.6, "{who} died of a fatal signal",
+                     "A native crash (segfault, abort, bus error): run with PYTHONFAULTHANDLER=1 and a core dump "
+                     "(ulimit -c unlimited) to see the C/C++ frame; check extensions, custom ops and data-dependent "
+                     "indexing."),
+    "left": ("rank_crash", 0.4, "{who} exited with an error code and no message",
+             "Find the exit: an explicit sys.exit/os._exit with an error code, a native crash, or a kill from outside "
+             "(dmesg, the scheduler)."),
+}
+
+
+def asymmetry_finding(c: Culprits, ranks) -> Finding | None:
+    """The finding for an end-state asymmetry, or None when it names no culprit (or a root exception, which the
+    exception rules classify)."""
+    if not c.ranks:
+        return None
+    if c.mechanism in _MECHANISMS:
+        category, conf, title, fix = _MECHANISMS[c.mechanism]
+    elif c.mechanism in ("root-failure", "single-rank"):
+        ends = set(ranks[ranks["rank"].isin(c.ranks)]["end"].dropna()) if ranks is not None else set()
+        end = next((e for e in ("fatal_signal", "left") if e in ends), None)
+        if end is None:
+            return None  # exceptions and kills: the exception and memory rules read their messages
+        category, conf, title, fix = _ROOT_ENDS[end]
+    else:
+        return None
+    conf = min(conf, 0.3 + 0.5 * c.strength) if c.strength < 0.8 else conf
+    who = ranks_phrase(c.ranks, capital=True)
+    return Finding(rule="end-state-asymmetry", category=category, confidence=conf, severity="critical",
+                   title=title.format(who=who),
+                   explanation=sentence_case(c.reason) + ". Compared how every rank ended; the others' ends follow "
+                               "from it.",
+                   remediation=fix, culprit_ranks=c.ranks, affected_ranks=c.affected, evidence=list(c.evidence),
+                   order=(1, float("inf")), explains=("collective_timeout", "rank_crash", "nccl_error", "unknown"))
+
+
+@rule(id="end-state-asymmetry", title="The ranks that ended differently from the rest", category="barrier_skew",
+      severity="critical",
+      description="Compares how every rank ended (exception, fatal signal, kill, normal exit, waiting in a collective, "
+                  "busy elsewhere): the minority whose end is not a consequence of another rank's is the culprit. "
+                  "A rank still in a collective after the others exited called one they never did; a rank that left "
+                  "while the others waited ran fewer; a rank busy or silent while the others timed out never came.",
+      remediation="See the finding: the fix follows from how the culprit diverged.",
+      false_positives=("A rank that ended early on purpose (its own stop condition) while the others were still "
+                       "training, with the job otherwise healthy.",))
+def end_state_asymmetry(tables):
+    c = tables.meta.get("culprits")
+    ranks = tables.frames.get("ranks")
+    if c is None:
+        c = find_culprits(ranks)
+    f = asymmetry_finding(c, ranks)
+    return [f] if f else []
