@@ -62,6 +62,7 @@ class Mech:
             p["jobid"] = rng.randint(100000, 999999)
         if self.check in ("hang",) and launcher != "collect":
             p["pyspy"] = rng.choice([None, "text", "text", "json", "native"])
+            p["fr"] = rng.random() < 0.3  # the job enables the flight recorder and dumps it from a watchdog thread
         if self.extra:
             p.update(self.extra(rng, ws, launcher))
         return p
@@ -69,6 +70,8 @@ class Mech:
     def culprits(self, p: dict, ws: int) -> list[int]:
         if self.culprit_fn:
             return self.culprit_fn(p, ws)
+        if self.check == "clean":  # a near miss has no culprit: nothing failed
+            return []
         return [] if self.culprit == "none" else [p["culprit"]]
 
     def limit(self, p: dict) -> float:
@@ -88,8 +91,11 @@ class Mech:
         killed = " The harness ended the job at its time limit." if obs["harness_killed"] else ""
         oom = [e for e in obs["events"] if e["event"] == "oom_kill"]
         oom_s = "".join(f" The memory watchdog SIGKILLed pid {e['pid']} ({'rank ' + str(e['rank']) if e.get('rank') is not None else 'DataLoader worker of rank ' + str(e.get('worker_of_rank'))}) at {e['rss_mb']} MB RSS." for e in oom)
-        restarts = f" {obs['attempts']} attempts." if obs["attempts"] > 1 else ""
-        return (f"{text} Observed (side channel): {ended}; launcher exit {obs['rc']} after {obs['duration']} s."
+        restarts = "".join(
+            f" Attempt {a} (torchrun restart): " + "; ".join(f"rank {r} {e.replace('exception:', 'raised ')}"
+                                                            for r, e in ends.items()) + "."
+            for a, ends in obs.get("later_attempts", {}).items())
+        return (f"{text} Observed (side channel, first attempt): {ended}; launcher exit {obs['rc']} after {obs['duration']} s."
                 f"{oom_s}{killed}{restarts}")
 
     def verify(self, obs: dict, p: dict, culprits: list[int], launcher: str) -> str | None:

@@ -35,7 +35,7 @@ _M = [
     dict(name="segfault-ctypes", script="segfault_ctypes.py", cls="rank_crash", categories=("rank_crash",),
          check="silent",
          extra=lambda rng, ws, l: {"faulthandler": rng.random() < 0.5},
-         root="Rank {c}'s native tokenizer path reads through a NULL pointer (ctypes.string_at(0)) at step {step}: "
+         root="Rank {c}'s native tokenizer path reads through a dangling pointer (ctypes.string_at(16)) at step {step}: "
               "SIGSEGV (faulthandler on: {p[faulthandler]}); ranks {others} fail in all_reduce or are terminated."),
     dict(name="abort", script="abort_native.py", cls="rank_crash", categories=("rank_crash",), check="silent",
          extra=lambda rng, ws, l: {"faulthandler": rng.random() < 0.5},
@@ -72,7 +72,7 @@ _M = [
               "signal: Killed.'; ranks {others} wait in all_reduce."),
     dict(name="dl-worker-segfault", script="dl_worker_segfault.py", cls="dataloader_failure",
          categories=("dataloader_failure",), check="exception", exc="RuntimeError", needs_fault=True,
-         root="A DataLoader worker of rank {c} segfaults in a native decoder (NULL buffer, ctypes) on a sample of "
+         root="A DataLoader worker of rank {c} segfaults in a native decoder (dangling pointer, ctypes.string_at) on a sample of "
               "step {step}; rank {c} raises 'DataLoader worker (pid(s) N) exited unexpectedly' after 'killed by "
               "signal: Segmentation fault.'; ranks {others} wait in all_reduce."),
     dict(name="dl-worker-timeout", script="dl_worker_timeout.py", cls="dataloader_failure",
@@ -226,6 +226,50 @@ _M = [
          root="Rank 0 (the TCP store's host when the launcher does not run one) comes up 4-6 s late, so the other "
               "ranks may log failed store connections; rank {c} logs a handled FileNotFoundError traceback (no "
               "resume state); then a normal end."),
+]
+
+_FW = dict(ws=(2, 3), per_launcher=2)
+_M += [
+    dict(name="pl-keyerror-bad-record", script="pl_train.py", cls="rank_crash", categories=("rank_crash",),
+         check="exception", exc="KeyError", launchers=["lightning"], params={"pl_mech": "keyerror", "extra_limit": 60},
+         root="Lightning DDP on CPU: one record served to rank {c} at step {step} lacks 'label'; the dataset raises "
+              "KeyError on rank {c}; ranks {others} wait in DDP's gradient all_reduce.", **_FW),
+    dict(name="pl-watchdog-sigkill", script="pl_train.py", cls="host_oom", categories=("host_oom", "rank_crash"),
+         check="oomkill", steps=(3, 6), launchers=["lightning"],
+         params={"pl_mech": "watchdog", "watchdog_mb": 900, "extra_limit": 60},
+         root="Lightning DDP on CPU: from step {step} rank {c}'s training_step keeps 64 MB per step in a buffer; the "
+              "memory watchdog SIGKILLs it at 900 MB RSS (exit -9, no traceback); ranks {others} fail in all_reduce "
+              "or are ended by Lightning.", **_FW),
+    dict(name="pl-rank0-only-barrier", script="pl_train.py", cls="barrier_skew", categories=("barrier_skew",),
+         check="failed", culprit="zero", launchers=["lightning"],
+         params={"pl_mech": "rank0-barrier", "extra_limit": 60, **HANG},
+         root="Lightning DDP on CPU: in on_train_end only rank 0 saves and calls trainer.strategy.barrier(); ranks "
+              "{others} have left fit() and exit, rank 0 waits alone in the barrier.", **_FW),
+    dict(name="pl-long-step-metric", script="pl_train.py", cls="straggler", categories=("straggler",),
+         check="hang", launchers=["lightning"], params={"pl_mech": "long-eval", "extra_limit": 60, **HANG},
+         root="Lightning DDP on CPU: at step {step} rank {c}'s training_step computes an exact metric over its "
+              "history in pure Python for ~1.6 x the {p[pg_timeout]} s timeout; ranks {others} wait in the gradient "
+              "all_reduce and time out.", **_FW),
+    dict(name="pl-max-steps", script="pl_train.py", cls="no_failure", categories=("no_failure",), check="clean",
+         steps=(6, 12), launchers=["lightning"], params={"pl_mech": "max-steps", "extra_limit": 60},
+         nearmiss_kind="near-miss",
+         root="Lightning DDP on CPU: a clean run that stops at max_steps={step} ('`Trainer.fit` stopped: "
+              "`max_steps={step}` reached.').", **_FW),
+    dict(name="hf-keyerror-bad-record", script="hf_train.py", cls="rank_crash", categories=("rank_crash",),
+         check="exception", exc="KeyError", launchers=["hf-trainer"],
+         params={"hf_mech": "keyerror", "extra_limit": 60},
+         root="HF Trainer (tiny GPT-2 from a config) under torchrun: a record served to rank {c} at step {step} has "
+              "no input_ids (empty document) and __getitem__ raises KeyError on rank {c}; ranks {others} wait in "
+              "all_reduce.", **_FW),
+    dict(name="hf-long-step-metric", script="hf_train.py", cls="straggler", categories=("straggler",),
+         check="hang", launchers=["hf-trainer"], params={"hf_mech": "long-eval", "extra_limit": 60, **HANG},
+         root="HF Trainer (tiny GPT-2) under torchrun: at step {step} a callback on rank {c} computes a slow metric in "
+              "pure Python for ~1.6 x the {p[pg_timeout]} s timeout; ranks {others} time out in the gradient "
+              "all_reduce.", **_FW),
+    dict(name="hf-max-steps", script="hf_train.py", cls="no_failure", categories=("no_failure",), check="clean",
+         steps=(6, 12), launchers=["hf-trainer"], params={"hf_mech": "max-steps", "extra_limit": 60},
+         nearmiss_kind="near-miss",
+         root="HF Trainer (tiny GPT-2) under torchrun: a clean run to max_steps={step}.", **_FW),
 ]
 
 MECHS: list[Mech] = []

@@ -235,27 +235,35 @@ def read_side(side: str) -> list[dict]:
 
 
 def summarize(side: str, harness: dict, ws: int) -> dict:
-    """How each rank ended (latest attempt), its faults and near misses, and the harness's view."""
+    """How each rank ended in the first attempt (where the fault is injected), its faults and near misses, how
+    later attempts (torchrun --max-restarts) ended, and the harness's view."""
     recs = read_side(side)
-    ranks: dict[int, dict] = {r: {"started": False, "end": "none", "faults": [], "nearmiss": 0, "attempts": 0}
-                              for r in range(ws)}
-    last_attempt = max([rec.get("attempt", 0) for rec in recs] or [0])
+    fresh = lambda: {"started": False, "end": "none", "faults": [], "nearmiss": 0}  # noqa: E731
+    ranks: dict[int, dict] = {r: fresh() for r in range(ws)}
+    later: dict[int, dict[int, str]] = {}
     for rec in recs:
-        r = ranks.setdefault(rec["rank"], {"started": False, "end": "none", "faults": [], "nearmiss": 0,
-                                           "attempts": 0})
         a = rec.get("attempt", 0)
+        if a > 0:
+            ends = later.setdefault(a, {})
+            if rec["event"] == "start":
+                ends.setdefault(rec["rank"], "none")
+            elif rec["event"] == "exception" and ends.get(rec["rank"], "none") == "none":
+                ends[rec["rank"]] = "exception:" + rec["type"]
+            elif rec["event"] == "end":
+                ends[rec["rank"]] = "ok"
+            if rec["event"] != "fault":
+                continue
+        r = ranks.setdefault(rec["rank"], fresh())
         if rec["event"] == "start":
-            r["attempts"] = max(r["attempts"], a + 1)
-            if a == last_attempt:
-                r["started"], r["end"] = True, "none"
+            r["started"] = True
         elif rec["event"] == "fault":
             r["faults"].append({k: rec[k] for k in rec if k not in ("rank", "pid")})
         elif rec["event"] == "nearmiss":
             r["nearmiss"] += 1
-        elif rec["event"] == "exception" and a == last_attempt and r["end"] == "none":
+        elif rec["event"] == "exception" and r["end"] == "none":
             r["end"] = "exception:" + rec["type"]
             r["exc_t"] = rec["t"]
-        elif rec["event"] == "end" and a == last_attempt:
+        elif rec["event"] == "end":
             r["end"] = "ok"
             r["end_t"] = rec["t"]
     for ev in harness["events"]:
@@ -264,16 +272,15 @@ def summarize(side: str, harness: dict, ws: int) -> dict:
         if ev["event"] == "oom_kill" and ev.get("worker_of_rank") is not None:
             ranks[ev["worker_of_rank"]]["faults"].append({"event": "worker_oom_kill", "t": ev["t"],
                                                           "rss_mb": ev["rss_mb"]})
-    return {"ranks": {str(k): v for k, v in sorted(ranks.items())}, "attempts": last_attempt + 1,
+    return {"ranks": {str(k): v for k, v in sorted(ranks.items())}, "attempts": 1 + len(later),
+            "later_attempts": {str(a): {str(r): e for r, e in sorted(v.items())} for a, v in sorted(later.items())},
             **{k: harness[k] for k in ("rc", "harness_killed", "duration")},
-            "events": [e for e in harness["events"] if e["event"] != "oom_kill"] +
-                      [e for e in harness["events"] if e["event"] == "oom_kill"],
-            "hang_s": _hang_seconds(recs, harness)}
+            "events": harness["events"], "hang_s": _hang_seconds(recs, harness)}
 
 
 def _hang_seconds(recs: list[dict], harness: dict) -> float | None:
     """Seconds from the first fault record to the job's end (how long the job stayed up after the fault)."""
-    ts = [r["t"] for r in recs if r["event"] == "fault"] + \
+    ts = [r["t"] for r in recs if r["event"] == "fault" and r.get("attempt", 0) == 0] + \
          [e["t"] for e in harness["events"] if e["event"] == "oom_kill"]
     return round(harness["t_end"] - min(ts), 1) if ts else None
 
@@ -351,6 +358,52 @@ def do_one(m: mechs.Mech, launcher: str, i: int, retries: int, redo: bool) -> st
     return f"FAIL {m.name}-{launcher}-{i}: no verified run in {retries + 1} tries"
 
 
+def table() -> int:
+    """The mechanisms as a markdown table, with the launchers that have a committed case."""
+    ran: dict[str, set[str]] = {}
+    for name in os.listdir(CASES) if os.path.isdir(CASES) else []:
+        path = os.path.join(CASES, name, "case.json")
+        if os.path.isfile(path):
+            c = json.load(open(path))
+            ran.setdefault(c["mechanism"], set()).add(c["launcher"])
+    rule = {"any": "the faulty rank (drawn)", "zero": "rank 0", "nonzero": "the faulty rank (drawn, not 0)",
+            "last": "the last rank", "none": "[] (every rank fails alike)"}
+    print("| mechanism | script | class | categories accepted | culprit | fault / near miss | check | launchers run |")
+    print("|---|---|---|---|---|---|---|---|")
+    for m in registry.MECHS:
+        cul = "[] (nothing failed)" if m.check == "clean" else rule[m.culprit]
+        kind = "near miss" if m.check == "clean" else "fault"
+        print(f"| {m.name} | {m.script} | {m.cls} | {', '.join(m.categories)} | {cul} | {kind} | {m.check} | "
+              f"{', '.join(sorted(ran.get(m.name, []))) or '-'} |")
+    return 0
+
+
+def relabel() -> int:
+    """Rewrite expect/root_cause of every committed case from its mechanism, params and observations."""
+    by = {m.name: m for m in registry.MECHS}
+    n = 0
+    for name in sorted(os.listdir(CASES)):
+        path = os.path.join(CASES, name, "case.json")
+        if not os.path.isfile(path):
+            continue
+        case = json.load(open(path))
+        m = by.get(case["mechanism"])
+        if m is None:
+            print(f"no mechanism {case['mechanism']} for {name}")
+            continue
+        ws, p = case["world_size"], case["params"]
+        culprits = m.culprits(p, ws)
+        case["expect"] = {"categories": list(m.categories), "culprit_ranks": culprits}
+        case["root_cause"] = m.root_cause(p, ws, culprits, case["observed"], case["launcher"])
+        case["class"] = m.cls
+        with open(path, "w") as f:
+            json.dump(case, f, indent=2)
+            f.write("\n")
+        n += 1
+    print(f"relabelled {n} cases")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--all", action="store_true", help="run the whole plan")
@@ -361,9 +414,16 @@ def main() -> int:
     ap.add_argument("--redo", action="store_true", help="re-run entries that already have a case folder")
     ap.add_argument("--retries", type=int, default=2)
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--table", action="store_true", help="print the README's mechanism table (markdown)")
+    ap.add_argument("--relabel", action="store_true",
+                    help="recompute expect and root_cause of every case from the registry (no runs)")
     a = ap.parse_args()
     todo = [(m, l, i) for m, l, i in plan()
             if (not a.only or m.name in a.only) and (not a.launcher or l in a.launcher) and (a.n is None or i <= a.n)]
+    if a.table:
+        return table()
+    if a.relabel:
+        return relabel()
     if a.list:
         for m, l, i in todo:
             print(f"{m.name:28} {l:20} {i}  {existing(m, l, i) or '-'}")

@@ -1,4 +1,4 @@
-"""dataloader_failure: a native image decoder in a DataLoader worker of the culprit rank reads through a NULL
+"""dataloader_failure: a native image decoder in a DataLoader worker of the culprit rank reads through a bad
 pointer on one sample -> the worker dies of SIGSEGV; the main process raises 'DataLoader worker ... exited
 unexpectedly' after 'killed by signal: Segmentation fault.'"""
 import ctypes
@@ -22,7 +22,7 @@ class Images(Dataset):
     def __getitem__(self, i):
         addr = ctypes.addressof(self.buf)
         if i == self.bad:
-            addr = 0  # a zero-length image: the decoder's buffer is NULL
+            addr = 16  # a zero-length image: the decoder returns an offset instead of a buffer
             self.lab.side("fault", step=self.lab.p["step"], what="worker SIGSEGV")
         ctypes.string_at(addr, 32)
         return torch.randn(32)

@@ -25,7 +25,7 @@ def main(lab):
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     for step in range(1, lab.p["steps"] + 1):
         lab.tick(step)
-        x = fetch_next_shard(lab, step) if step % 2 == 0 else torch.randn(8, 32)
+        x = fetch_next_shard(lab, step)
         loss = model(x).pow(2).mean()
         opt.zero_grad()
         loss.backward()

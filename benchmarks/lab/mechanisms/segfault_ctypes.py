@@ -1,4 +1,4 @@
-"""rank_crash (signal): the culprit rank's native fast path dereferences a NULL pointer (ctypes) on one input ->
+"""rank_crash (signal): the culprit rank's native fast path reads through a dangling pointer (ctypes.string_at(16)) on one input ->
 SIGSEGV; with PYTHONFAULTHANDLER=1 the faulthandler prints 'Fatal Python error: Segmentation fault' and a stack."""
 import ctypes
 import time
@@ -21,7 +21,7 @@ def main(lab):
         lab.tick(step)
         addr = ctypes.addressof(buf)
         if lab.rank == lab.p["culprit"] and step == lab.p["step"]:
-            addr = 0  # the buffer of an empty document was never allocated
+            addr = 16  # the buffer of an empty document: a dangling offset, not a pointer
             lab.side("fault", step=step, what="SIGSEGV")
         fast_tokenize(addr, 16)
         loss = model(torch.randn(8, 32)).pow(2).mean()

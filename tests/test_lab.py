@@ -1,0 +1,118 @@
+"""The fault lab (benchmarks/lab): every case folder is well formed, the harness's verification rejects runs that
+did not do what they were designed to do, and the product's accuracy on a committed subset does not fall below what
+it reaches today (LAB_SUBSET_ACCURACY, raised by whoever improves the product)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAB = os.path.join(ROOT, "benchmarks", "lab")
+CASES = os.path.join(LAB, "cases")
+sys.path.insert(0, LAB)
+
+import mechs  # noqa: E402
+import registry  # noqa: E402
+from score import judge_expect  # noqa: E402
+
+# the product's accuracy on SUBSET today (score.py's rule: category and exact culprits); raise it, never lower it
+LAB_SUBSET_ACCURACY = 0.0
+SUBSET: list[str] = []
+CASE_NAME = re.compile(r"^(?P<cls>[a-z_]+)__(?P<mech>[a-z0-9-]+)-(?P<launcher>[a-z-]+)-(?P<ws>\d+)r-(?P<n>\d+)$")
+NAMES = sorted(d for d in os.listdir(CASES) if os.path.isdir(os.path.join(CASES, d))) if os.path.isdir(CASES) else []
+
+
+def test_lab_has_enough_cases_mechanisms_and_launchers():
+    cases = [json.load(open(os.path.join(CASES, n, "case.json"))) for n in NAMES]
+    assert len(cases) >= 150
+    assert len({c["mechanism"] for c in cases}) >= 30
+    assert len({c["launcher"] for c in cases}) >= 8
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_case_folder_is_well_formed(name):
+    path = os.path.join(CASES, name)
+    case = json.load(open(os.path.join(path, "case.json"), encoding="utf-8"))
+    m = CASE_NAME.match(name)
+    assert m, name
+    assert {"source", "class", "root_cause", "expect", "script", "launcher", "world_size", "seed", "params"} <= set(case)
+    assert m["cls"] == case["class"] and m["launcher"] == case["launcher"] and int(m["ws"]) == case["world_size"]
+    exp = case["expect"]
+    assert exp["categories"] and set(exp["categories"]) <= mechs.CATEGORIES
+    assert all(isinstance(r, int) and 0 <= r < case["world_size"] for r in exp["culprit_ranks"])
+    assert os.path.isfile(os.path.join(ROOT, case["script"]))
+    assert case["mechanism"] in {mm.name for mm in registry.MECHS}
+    for dirpath, _, files in os.walk(path):
+        for f in files:
+            assert not f.endswith((".py", ".md", ".sh")), f"no scripts or READMEs inside a case: {f}"
+            full = os.path.join(dirpath, f)
+            assert f.endswith(".gz") or os.path.getsize(full) <= 64 * 1024, f"{full} should be gzipped"
+
+
+def test_lab_stays_small():
+    total = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(CASES) for f in fs)
+    assert total < 25 * 2 ** 20
+
+
+def test_no_log_line_announces_the_fault():
+    words = re.compile(rb"inject|fault lab|side channel|LAB_PARAMS|culprit", re.I)
+    for dirpath, _, files in os.walk(CASES):
+        for f in files:
+            if f == "case.json" or f.endswith(".gz"):
+                continue
+            with open(os.path.join(dirpath, f), "rb") as fh:
+                assert not words.search(fh.read()), os.path.join(dirpath, f)
+
+
+def _obs(ends: dict[int, str], faults: dict[int, int] | None = None, rc: int = 1, hang_s: float | None = None):
+    faults = faults or {}
+    return {"ranks": {str(r): {"started": True, "end": e, "faults": [{"t": 1.0}] * faults.get(r, 0), "nearmiss": 0,
+                               **({"exc_t": 10.0 + r} if e.startswith("exception") else {})} for r, e in ends.items()},
+            "rc": rc, "harness_killed": False, "duration": 20.0, "events": [], "hang_s": hang_s, "attempts": 1}
+
+
+def test_verify_accepts_a_crash_on_the_culprit_and_rejects_a_run_where_nothing_crashed():
+    m = registry.BY_NAME["keyerror-bad-record"] if hasattr(registry, "BY_NAME") else \
+        {mm.name: mm for mm in registry.MECHS}["keyerror-bad-record"]
+    p = {"pg_timeout": 20}
+    assert m.verify(_obs({0: "exception:RuntimeError", 1: "exception:KeyError"}), p, [1], "slurm") is None
+    assert m.verify(_obs({0: "ok", 1: "ok"}, rc=0), p, [1], "slurm") is not None
+    # the wrong rank crashed first
+    assert m.verify(_obs({0: "exception:KeyError", 1: "exception:RuntimeError"}), p, [1], "slurm") is not None
+
+
+def test_verify_rejects_a_hang_that_did_not_hang():
+    m = {mm.name: mm for mm in registry.MECHS}["long-eval"]
+    p = {"pg_timeout": 20}
+    assert m.verify(_obs({0: "none", 1: "exception:RuntimeError"}, {0: 1}, hang_s=25.0), p, [0], "slurm") is None
+    assert m.verify(_obs({0: "none", 1: "exception:RuntimeError"}, {0: 1}, hang_s=3.0), p, [0], "slurm") is not None
+
+
+def test_verify_clean_needs_every_rank_to_finish_and_the_near_misses():
+    m = {mm.name: mm for mm in registry.MECHS}["max-steps"]
+    ok = _obs({0: "ok", 1: "ok"}, rc=0)
+    ok["ranks"]["1"]["nearmiss"] = 1
+    assert m.verify(ok, {}, [], "slurm") is None
+    assert m.verify(_obs({0: "ok", 1: "ok"}, rc=0), {}, [], "slurm") is not None  # no near miss happened
+    assert m.verify(_obs({0: "ok", 1: "exception:RuntimeError"}), {}, [], "slurm") is not None
+
+
+def test_product_on_the_subset_reaches_the_recorded_accuracy():
+    if not SUBSET:
+        pytest.skip("no subset")
+    import postmortem
+    right = 0
+    for name in SUBSET:
+        path = os.path.join(CASES, name)
+        expect = json.load(open(os.path.join(path, "case.json")))["expect"]
+        a = postmortem.analyze(path, quiet=True)
+        v = a.verdict
+        result = {"verdict": {"category": v.category, "phase": v.phase, "confidence": v.confidence,
+                              "culprit_ranks": list(v.culprit_ranks)},
+                  "evidence_gaps": list(a.evidence_gaps) if a.evidence_gaps is not None else []}
+        right += judge_expect(expect, result)[0]
+    assert right / len(SUBSET) >= LAB_SUBSET_ACCURACY
