@@ -51,9 +51,9 @@ _M = [
     dict(name="numpy-memoryerror", script="numpy_memoryerror.py", cls="host_oom",
          categories=("host_oom", "rank_crash"), check="exception", exc="_ArrayMemoryError", steps=(4, 12),
          extra=lambda rng, ws, l: {"step": rng.choice([4, 6, 8, 10, 12])},
-         root="At step {step} rank {c}'s eval labels hold an unset value (INT32_MAX); its confusion matrix is sized "
+         root="At step {step} rank {c}'s eval labels hold an unset value (the sentinel 0xFFFFF); its confusion matrix is sized "
               "from the data and numpy raises _ArrayMemoryError (Unable to allocate ... for an array with shape "
-              "(2147483647, 2147483647)); ranks {others} wait in the next all_reduce."),
+              "(1048576, 1048576) ...); ranks {others} wait in the next all_reduce."),
     dict(name="torch-alloc-fail", script="torch_alloc_fail.py", cls="host_oom", categories=("host_oom", "rank_crash"),
          check="exception", exc="RuntimeError", extra=lambda rng, ws, l: {"rlimit": rng.random() < 0.5},
          root="At step {step} rank {c} allocates an attention cache sized from a corrupt document length (RLIMIT_AS "

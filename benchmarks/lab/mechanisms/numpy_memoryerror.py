@@ -1,5 +1,5 @@
 """host_oom: the culprit rank builds its confusion matrix with num_classes taken from the data; one corrupt label
-makes it 2**31 -> numpy _ArrayMemoryError 'Unable to allocate ... TiB'."""
+makes it 2**20 -> numpy _ArrayMemoryError 'Unable to allocate ... TiB'."""
 import time
 
 import numpy as np
@@ -11,7 +11,7 @@ from trainkit import Lab, ddp, tiny_model
 def eval_labels(lab, step):
     y = np.random.default_rng(step).integers(0, 4, 64)
     if lab.rank == lab.p["culprit"] and step == lab.p["step"]:
-        y[17] = 2 ** 31 - 1  # an unset label stored as INT32_MAX
+        y[17] = 2 ** 20 - 1  # an unset label stored as the 20-bit sentinel 0xFFFFF
     return y
 
 

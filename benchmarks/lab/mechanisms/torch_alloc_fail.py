@@ -20,7 +20,7 @@ def main(lab):
         lab.tick(step)
         seq_len = 512
         if culprit and step == lab.p["step"]:
-            seq_len = 2 ** 21 if lab.p.get("rlimit") else 2 ** 34  # a document with a corrupt length header
+            seq_len = 2 ** 23 if lab.p.get("rlimit") else 2 ** 34  # a document with a corrupt length header
         cache = torch.empty(seq_len, 1024, dtype=torch.uint8)  # attention cache for the longest sequence
         loss = model(torch.randn(8, 32)).pow(2).mean() + cache[:1, :1].float().sum() * 0
         opt.zero_grad()
