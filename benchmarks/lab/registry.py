@@ -49,7 +49,7 @@ _M = [
               "watchdog (standing in for the kernel OOM killer / a k8s memory limit) SIGKILLs it at 900 MB RSS: exit "
               "-9, no traceback; ranks {others} fail in all_reduce or are terminated."),
     dict(name="numpy-memoryerror", script="numpy_memoryerror.py", cls="host_oom",
-         categories=("host_oom", "rank_crash"), check="exception", exc="_ArrayMemoryError", steps=(4, 12),
+         categories=("host_oom", "rank_crash"), check="exception", exc="MemoryError", steps=(4, 12),  # type(e).__name__ of _ArrayMemoryError
          extra=lambda rng, ws, l: {"step": rng.choice([4, 6, 8, 10, 12])},
          root="At step {step} rank {c}'s eval labels hold an unset value (the sentinel 0xFFFFF); its confusion matrix is sized "
               "from the data and numpy raises _ArrayMemoryError (Unable to allocate ... for an array with shape "

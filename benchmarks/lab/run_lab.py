@@ -46,8 +46,9 @@ def plan() -> list[tuple[mechs.Mech, str, int]]:
     for m in registry.MECHS:
         for li, launcher in enumerate(m.launchers):
             for i in range(1, m.per_launcher + 1):
-                out.append((m, launcher, i))
-    return out
+                out.append((li + (i - 1) * len(m.launchers), m, launcher, i))
+    # round-robin: every mechanism's first launcher, then every second one... (a partial run covers every mechanism)
+    return [(m, launcher, i) for _, m, launcher, i in sorted(out, key=lambda t: t[0])]
 
 
 def existing(m: mechs.Mech, launcher: str, i: int) -> str | None:

@@ -23,12 +23,13 @@ def main(lab):
     model = ddp(tiny_model())
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     max_steps = lab.p["step"]
+    bad_rank = lab.p["culprit"]  # the rank whose shard holds the corrupt sample
     for step in range(1, 10 ** 6):
         lab.tick(step)
         xs = []
         for sid in range(step * 4, step * 4 + 8):
             try:
-                xs.append(decode(sid, lab.rank, lab.p["culprit"]))
+                xs.append(decode(sid, lab.rank, bad_rank))
             except ValueError:
                 lab.side("nearmiss", what="skipped corrupt sample")
                 lab.warn("skipping sample %d:\n%s", sid, traceback.format_exc())

@@ -3,9 +3,6 @@ params['pl_mech']: keyerror (a record without 'label' on the culprit rank), watc
 a growing buffer until the memory watchdog kills it), rank0-barrier (only rank 0 syncs in on_train_end), long-eval
 (the culprit's validation hook computes a slow metric), max-steps (clean, stops at max_steps)."""
 import os
-
-os.environ.setdefault("RANK", os.environ.get("LOCAL_RANK", "0"))  # Lightning's children get LOCAL_RANK
-
 import datetime  # noqa: E402
 import time  # noqa: E402
 

@@ -28,7 +28,7 @@ class Lab:
 
     def __init__(self) -> None:
         self.p = P
-        self.rank = _env_int("RANK", "SLURM_PROCID")
+        self.rank = _env_int("RANK", "SLURM_PROCID", "LOCAL_RANK")  # Lightning's children get LOCAL_RANK only
         self.world = _env_int("WORLD_SIZE", "SLURM_NTASKS", default=1)
         self.local_rank = _env_int("LOCAL_RANK", "SLURM_LOCALID", default=self.rank)
         self.attempt = _env_int("TORCHELASTIC_RESTART_COUNT")
