@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from postmortem.ends import IN_COLLECTIVE_ENDS, ROOT_ENDS
+from postmortem.ends import CONSEQUENCE_ENDS, IN_COLLECTIVE_ENDS, ROOT_ENDS
 from postmortem.findings import Evidence
 
 
@@ -78,11 +78,12 @@ def find_culprits(ranks: pd.DataFrame, odd: pd.DataFrame | None = None) -> Culpr
         return Culprits()
     recs = [r for r in ranks.to_dict("records") if not _null(r.get("end"))]
     if not recs:
-        return _from_odd(odd, [])
+        return Culprits()
     known = [int(r["rank"]) for r in recs]
     out = _root_failures(recs) or _asymmetry(recs) or _call_sites(recs)
-    if out is None or not out.ranks and not out.alike:
-        odd_out = _from_odd(odd, known)
+    failed = any(r["end"] in ROOT_ENDS or r["end"] in CONSEQUENCE_ENDS for r in recs)
+    if failed and (out is None or not out.ranks and not out.alike):
+        odd_out = _from_odd(odd, known)  # odd lines name a culprit only where some rank's end says the job failed
         if odd_out.ranks:
             return odd_out
     return out or Culprits()
@@ -192,14 +193,30 @@ def _lagging(inc: list[dict]) -> Culprits | None:
 
 
 def _from_odd(odd: pd.DataFrame | None, known: list[int]) -> Culprits:
-    """Ranks that printed lines no other rank printed near its end (postmortem.odd_lines)."""
+    """Ranks that printed near their end what the others did not, or did not print what the others did
+    (postmortem.odd_lines), when the suspect rows agree on a strict minority."""
     if odd is None or odd.empty or "suspect" not in odd.columns:
         return Culprits()
     sus = odd[odd["suspect"]]
     if sus.empty:
         return Culprits()
-    ranks = sorted({int(r) for rs in sus["ranks"] for r in rs})
-    first = sus.iloc[0]
-    return Culprits(ranks, "odd-lines", f"{_say(ranks)} printed near {'its' if len(ranks) == 1 else 'their'} end "
-                                        f"what no other rank printed: `{str(first['example'])[:120]}`", 0.55,
-                    affected=[r for r in known if r not in ranks])
+    votes: dict = {}
+    for rs in sus["ranks"]:
+        votes[tuple(sorted(int(r) for r in rs))] = votes.get(tuple(sorted(int(r) for r in rs)), 0) + 1
+    best = max(votes.items(), key=lambda kv: (kv[1], -len(kv[0])))[0]
+    ranks = list(best)
+    seen = set(known) | {int(r) for rs in odd["ranks"] for r in rs}
+    if not ranks or len(ranks) * 2 >= max(len(seen), 1):
+        return Culprits()
+    rows = sus[[tuple(sorted(int(r) for r in rs)) == best for rs in sus["ranks"]]]
+    first = rows.iloc[0]
+    what = (f"printed near {'its' if len(ranks) == 1 else 'their'} end what no other rank printed: "
+            f"`{str(first['example'])[:120]}`" if first["kind"] == "minority" else
+            f"did not print what every other rank printed near its end: `{str(first['example'])[:120]}`")
+    evidence = []
+    for _, row in rows.head(3).iterrows():
+        src, _, line = str(row["at"][0]).rpartition(":")
+        evidence.append(Evidence(src, int(line) if line.isdigit() else None,
+                                 ranks[0] if row["kind"] == "minority" else None, str(row["example"])[:300]))
+    return Culprits(ranks, "odd-lines", f"{_say(ranks)} {what}", 0.55,
+                    affected=sorted(r for r in seen if r not in ranks), evidence=evidence)

@@ -148,37 +148,25 @@ class _Ends:
         return min(c) if c else None
 
 
-def _handled(tb, later_steps: dict) -> bool:
-    """An exception after which the same rank reported more training steps in the same file: it went on."""
-    lines = later_steps.get((tb.rank, tb.source))
-    end = tb.end_line if not _null(tb.end_line) else tb.line
-    return bool(lines) and not _null(end) and lines[-1] > int(end)
-
-
 def fill_ends(tables, rows: dict, row) -> None:
     """Add `end`, `end_detail`, `end_cause`, `end_at`, `end_ts` to every rank's row (rank_state's dict of rows)."""
     ends = _Ends()
-    st = tables.steps
-    later: dict = {}
-    if len(st):
-        s = st[st["rank"].notna() & st["step"].notna() & (st["phase"] == "train")]
-        for r, src, ln in zip(s["rank"].tolist(), s["source"].tolist(), s["line"].tolist()):
-            later.setdefault((r, src), []).append(int(ln))
-        for v in later.values():
-            v.sort()
+    goes = _GoesOn(tables)
     tb = tables.tracebacks
     if len(tb):
+        handled = handled_tracebacks(tables)
         tb = tb[tb["rank"].notna()]
-        for rec in tb.itertuples(index=False):
+        handled = [h for h, r in zip(handled, tables.tracebacks["rank"].tolist()) if not _null(r)]
+        for rec, was_handled in zip(tb.itertuples(index=False), handled):
             if str(rec.exc_type).endswith("Warning"):
                 continue
             role = exception_role(rec.exc_type, rec.exc_message)
-            if role == "root" and _handled(rec, later):
+            if role == "root" and was_handled:
                 continue
             end = "exception" if role == "root" else role
             ends.add(rec.rank, end, f"{rec.exc_type}: {str(rec.exc_message)[:200]}", rec.source,
                      rec.end_line if not _null(rec.end_line) else rec.line, rec.ts)
-    _event_ends(tables, ends)
+    _event_ends(tables, ends, goes)
     for r, rr in rows.items():
         cls = rr.get("stack_class")
         if cls == "collective_wait":
@@ -207,7 +195,7 @@ def _split_at(at) -> tuple:
     return (src, int(line)) if line.isdigit() else (str(at), None)
 
 
-def _event_ends(tables, ends: _Ends) -> None:
+def _event_ends(tables, ends: _Ends, goes: "_GoesOn") -> None:
     """Ends stated by event lines: signals, kills, exits, launcher summaries, timeouts, closed peers, own errors."""
     ev = tables.events
     if not len(ev):
@@ -233,7 +221,8 @@ def _event_ends(tables, ends: _Ends) -> None:
         elif k == "host_oom":
             if d.get("pid") or d.get("kpid") or d.get("scope"):
                 continue  # a kernel line about some pid: joined to a rank through the launcher's exit codes
-            ends.add(rank, "exception", f"memory refused: {msg}", rec.source, rec.line, rec.ts)
+            if not goes.went_on(rank, rec.source, rec.line):  # an allocation refused and retried smaller: handled
+                ends.add(rank, "exception", f"memory refused: {msg}", rec.source, rec.line, rec.ts)
         elif k in ("exit", "torchrun_failure"):
             _exit_end(ends, rank, d, msg, rec)
         elif k == "end_marker":
@@ -251,7 +240,7 @@ def _event_ends(tables, ends: _Ends) -> None:
             if k == "nccl_error" and _PEER_GONE.search(msg):
                 ends.add(rank, "lost_peer", msg, rec.source, rec.line, rec.ts)
             elif k != "error" or d.get("cpp_type") or d.get("check"):
-                if exception_role("", msg) == "root":
+                if exception_role("", msg) == "root" and not goes.went_on(rank, rec.source, rec.line):
                     ends.add(rank, "exception", f"{k}: {msg}", rec.source, rec.line, rec.ts)
 
 
@@ -323,3 +312,73 @@ def _inferred_exits(tables, rows: dict, ends: _Ends) -> None:
         if rr.get("files") or rr.get("last_activity") or rr.get("last_step") is not None:
             ends.add(r, "exited", "not in the launcher's list of failed ranks (exited normally)", first["source"],
                      first["line"], None)
+
+
+UNRANKED_GOES_ON = 3  # later step reports a rank-less stream needs after an exception to have gone on
+
+
+class _GoesOn:
+    """Where each output stream (a file, and the rank of its lines) went on after a line: later training steps or
+    an end-of-training marker in the same stream, or a zero exit of its rank."""
+
+    def __init__(self, tables):
+        import bisect
+        self._bisect = bisect.bisect_right
+        self.after: dict = {}
+        st = tables.steps
+        if len(st):
+            s = st[st["step"].notna() & (st["phase"] == "train")]
+            for r, src, ln in zip(s["rank"].tolist(), s["source"].tolist(), s["line"].tolist()):
+                self.after.setdefault((_rank_key(r), src), []).append(int(ln))
+        ev = tables.events
+        self.exited_ok: set = set()
+        if len(ev):
+            ends = ev[ev["kind"] == "end_marker"]
+            for r, src, ln in zip(ends["rank"].tolist(), ends["source"].tolist(), ends["line"].tolist()):
+                if not _null(ln):
+                    self.after.setdefault((_rank_key(r), src), []).append(int(ln))
+            pid_rank, one = _launcher_ranks(ev)
+            ex = ev[ev["kind"].isin(["exit", "torchrun_failure"])]
+            for r, d in zip(ex["rank"].tolist(), ex["details"].tolist()):
+                d = d or {}
+                rank = r if not _null(r) else (d.get("rank") if isinstance(d.get("rank"), int) else
+                                               _exit_rank(d, pid_rank, one))
+                if rank is not None and not _null(rank) and exit_code(d) == 0:
+                    self.exited_ok.add(int(rank))
+        for v in self.after.values():
+            v.sort()
+
+    def went_on(self, rank, source, line) -> bool:
+        """True when the stream of (rank, source) went on training or ended normally after `line`."""
+        if not _null(rank) and int(rank) in self.exited_ok:
+            return True
+        lines = self.after.get((_rank_key(rank), source))
+        if not lines or _null(line):
+            return False
+        # A stream without a rank mixes processes: another rank's last few reports can follow a crash, so it went
+        # on only when several more came (one process printing on).
+        need = 1 if not _null(rank) else UNRANKED_GOES_ON
+        return self._bisect(lines, int(line)) <= len(lines) - need
+
+
+def _rank_key(r):
+    return None if _null(r) else int(r)
+
+
+def handled_tracebacks(tables) -> list[bool]:
+    """For each row of `tables.tracebacks`: whether the program went on after it (more training steps or an
+    end-of-training marker in the same stream, or a zero exit of its rank): a handled exception, never a cause."""
+    tb = tables.tracebacks
+    if tb.empty:
+        return []
+    cached = getattr(tables, "_handled", None)
+    if cached is not None and cached[0] is tb:
+        return cached[1]
+    goes = _GoesOn(tables)
+    out = [goes.went_on(r, s, e if not _null(e) else ln) for r, s, ln, e in
+           zip(tb["rank"].tolist(), tb["source"].tolist(), tb["line"].tolist(), tb["end_line"].tolist())]
+    try:
+        tables._handled = (tb, out)
+    except AttributeError:
+        pass
+    return out

@@ -41,7 +41,9 @@ def collect(tables) -> Signals:
     ev = tables.events
     tb = tables.tracebacks
     if len(tb):
-        real = tb[~tb["exc_type"].astype(str).str.endswith("Warning")]
+        from postmortem.ends import handled_tracebacks
+        went_on = pd.Series(handled_tracebacks(tables), index=tb.index, dtype=bool)
+        real = tb[~tb["exc_type"].astype(str).str.endswith("Warning") & ~went_on]
         for _, row in real.head(3).iterrows():
             out.failure.append(("an exception", _ev(row, f"{row['exc_type']}: {row['exc_message']}")))
     if len(ev):
