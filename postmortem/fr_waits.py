@@ -70,12 +70,123 @@ class Blame:
 
 @dataclass(frozen=True)
 class Wait:
-    """`waiter` cannot go on before `target` does its part of `seq` in `pg`."""
+    """`waiter` cannot go on before each of `targets` does its part of `seq` in `pg`."""
     waiter: int
-    target: int
+    targets: tuple[int, ...]
     kind: str                            # host | device | unknown | p2p
     pg: str
     seq: int | None
+
+
+class WaitGraph:
+    """Who waits on whom, directly or through others. A wait on several ranks goes through one hub node, so N
+    ranks waiting on the same M costs N + M edges, not N * M; reachability is per strongly connected component, as
+    bit masks of ranks (Tarjan, iterative: no recursion limit at thousands of ranks)."""
+
+    def __init__(self, waits: list[Wait]):
+        self.adj: dict[object, set] = {}
+        hubs: dict[tuple[int, ...], tuple[str, int]] = {}
+        for w in waits:
+            if len(w.targets) == 1:
+                self.adj.setdefault(w.waiter, set()).add(w.targets[0])
+            elif w.targets:
+                hub = hubs.setdefault(w.targets, ("hub", len(hubs)))
+                self.adj.setdefault(w.waiter, set()).add(hub)
+                self.adj.setdefault(hub, set()).update(w.targets)
+        self.comp: dict[object, int] = {}
+        self.members: list[int] = []      # component -> bit mask of its ranks
+        self.cyclic: list[bool] = []
+        self.below: list[int] = []        # component -> ranks reachable from it, outside it
+        self._components()
+
+    def _components(self) -> None:
+        index: dict[object, int] = {}
+        low: dict[object, int] = {}
+        stack: list = []
+        on: set = set()
+        nodes = list(self.adj) + [t for ts in self.adj.values() for t in ts]
+        for root in nodes:
+            if root in index:
+                continue
+            work = [(root, iter(self.adj.get(root, ())))]
+            index[root] = low[root] = len(index)
+            stack.append(root)
+            on.add(root)
+            while work:
+                node, it = work[-1]
+                nxt = next(it, None)
+                if nxt is not None:
+                    if nxt not in index:
+                        index[nxt] = low[nxt] = len(index)
+                        stack.append(nxt)
+                        on.add(nxt)
+                        work.append((nxt, iter(self.adj.get(nxt, ()))))
+                    elif nxt in on:
+                        low[node] = min(low[node], index[nxt])
+                    continue
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    cid, mask, nodes_in = len(self.members), 0, []
+                    while True:
+                        n = stack.pop()
+                        on.discard(n)
+                        self.comp[n] = cid
+                        nodes_in.append(n)
+                        if isinstance(n, int):
+                            mask |= 1 << n
+                        if n == node:
+                            break
+                    self.members.append(mask)
+                    self.cyclic.append(len(nodes_in) > 1 or node in self.adj.get(node, ()))
+                    # Tarjan closes a component after every component it reaches: their `below` is known.
+                    below = 0
+                    for n in nodes_in:
+                        for t in self.adj.get(n, ()):
+                            ct = self.comp[t]
+                            if ct != cid:
+                                below |= self.members[ct] | self.below[ct]
+                    self.below.append(below)
+
+    def reach(self, rank: int) -> int:
+        """Bit mask of the ranks `rank` waits on, directly or through others (itself only on a cycle)."""
+        c = self.comp.get(rank)
+        if c is None:
+            return 0
+        return self.below[c] | (self.members[c] if self.cyclic[c] else 0)
+
+    def same_component(self, a: int, b: int) -> bool:
+        return a in self.comp and self.comp.get(a) == self.comp.get(b)
+
+    def reach_without(self, start: int, banned: int) -> int:
+        """Bit mask of the ranks `start` waits on without passing through `banned`."""
+        seen, todo, mask = {start}, [start], 0
+        while todo:
+            for n in self.adj.get(todo.pop(), ()):
+                if n not in seen and n != banned:
+                    seen.add(n)
+                    todo.append(n)
+                    if isinstance(n, int):
+                        mask |= 1 << n
+        return mask
+
+
+def _mask(ranks) -> int:
+    out = 0
+    for r in ranks:
+        out |= 1 << r
+    return out
+
+
+def _ranks_of(mask: int) -> list[int]:
+    out, r = [], 0
+    while mask:
+        if mask & 1:
+            out.append(r)
+        mask >>= 1
+        r += 1
+    return out
 
 
 @dataclass
@@ -145,13 +256,19 @@ def attribute(views: Mapping[str, Mapping[int, RankView]], members: Mapping[str,
             out.p2p_groups += 1
             for v in by_rank.values():
                 if v.p2p_peer is not None and v.p2p_peer != v.rank:
-                    waits.append(Wait(v.rank, v.p2p_peer, "p2p", pg, v.p2p_seq))
+                    waits.append(Wait(v.rank, (v.p2p_peer,), "p2p", pg, v.p2p_seq))
                     hang = True
             continue
         known = {r: v for r, v in by_rank.items() if v.enq is not None}
         unknown = sorted(set(members.get(pg) or ()) - set(known))
         pending = {r: v for r, v in known.items() if v.done is not None and v.enq > v.done}
         if len(known) + len(unknown) < 2 or not pending:
+            continue
+        dones = [v.done for v in known.values() if v.done is not None]
+        if dones and max(dones) > min(v.enq for v in known.values()):
+            # No collective completes anywhere before every member enqueued it: these counters count something
+            # else (send/recv numbered per rank, in a dump that kept no entry to say so).
+            out.p2p_groups += 1
             continue
         hang = True
         out.compared_groups += 1
@@ -180,16 +297,15 @@ def attribute(views: Mapping[str, Mapping[int, RankView]], members: Mapping[str,
             s = v.done + 1
             never = [p for p, w in known.items() if w.enq < s]
             if never:
+                waits.append(Wait(r, tuple(sorted(never)), "host", pg, s))
                 for p in never:
-                    waits.append(Wait(r, p, "host", pg, s))
                     waiters_of.setdefault(("host", p), []).append(r)
             elif unknown:
+                waits.append(Wait(r, tuple(unknown), "unknown", pg, s))
                 for u in unknown:
-                    waits.append(Wait(r, u, "unknown", pg, s))
                     waiters_of.setdefault(("unknown", u), []).append(r)
             elif device:
-                for p in device:
-                    waits.append(Wait(r, p, "device", pg, s))
+                waits.append(Wait(r, tuple(sorted(device)), "device", pg, s))
             else:
                 op = v.pending_op if v.pending_seq == s else None
                 out.stuck.append((pg, s, op, (r,)))
@@ -211,8 +327,8 @@ def attribute(views: Mapping[str, Mapping[int, RankView]], members: Mapping[str,
                             f"{_label(pg, descs)}: every member issued #{s}{' (' + op + ')' if op else ''} and none "
                             f"completed it; {_ranks_text(early)} started it on the device, rank {r} never did",
                             known[r].source, known[early[0]].source))
-                for w in early:
-                    waits.append(Wait(w, r, "device", pg, s))
+            for w in early:
+                waits.append(Wait(w, tuple(late), "device", pg, s))
         for (how, p), who in sorted(waiters_of.items()):
             who = sorted(who)
             w0 = known[who[0]]
@@ -248,14 +364,15 @@ def attribute(views: Mapping[str, Mapping[int, RankView]], members: Mapping[str,
     if not hang:
         return out
     _flip_majorities(views, members, blames, waits, descs)
+    graph = WaitGraph(waits)
+    blames = _keep_needed_unknowns(blames, waits, graph)
     out.blames = blames
-    culprits = _sinks(blames, waits)
+    culprits = _sinks(blames, graph)
     kinds = {b.kind for r in culprits for b in blames[r]}
     if kinds & {"mismatch", "extra"}:
         culprits = [r for r in culprits if any(b.kind in ("mismatch", "extra") for b in blames[r])]
         out.kind = "mismatch" if any(b.kind == "mismatch" for r in culprits for b in blames[r]) else "extra"
     elif culprits:
-        kinds = {b.kind for r in culprits for b in blames[r]}
         if kinds <= {"host"}:
             out.kind = "host"
         elif kinds <= {"device"}:
@@ -267,43 +384,60 @@ def attribute(views: Mapping[str, Mapping[int, RankView]], members: Mapping[str,
     else:
         out.kind = "stuck"
     out.culprits = sorted(culprits)
-    waiting = sorted({w.waiter for w in waits})
-    out.waiting = waiting
-    reach = _reach(waits)
-    out.unexplained = [r for r in waiting if r not in culprits and not (reach.get(r, set()) & set(culprits))]
+    out.waiting = sorted({w.waiter for w in waits})
+    found = _mask(culprits)
+    out.unexplained = [r for r in out.waiting if r not in culprits and not graph.reach(r) & found]
     return out
 
 
-def _reach(waits: list[Wait]) -> dict[int, set[int]]:
-    """rank -> every rank it waits on, directly or through others."""
-    adj: dict[int, set[int]] = {}
-    for w in waits:
-        adj.setdefault(w.waiter, set()).add(w.target)
-    out: dict[int, set[int]] = {}
-    for start in adj:
-        seen, todo = set(), list(adj[start])
-        while todo:
-            n = todo.pop()
-            if n not in seen:
-                seen.add(n)
-                todo.extend(adj.get(n, ()))
-        out[start] = seen
-    return out
-
-
-def _sinks(blames: dict[int, list[Blame]], waits: list[Wait]) -> list[int]:
-    """Blamed ranks that wait on no other blamed rank (one that does not wait back on them); `device` and
-    `mismatch` blames stand on their own (the rank's own device / its own op)."""
-    reach = _reach(waits)
+def _sinks(blames: dict[int, list[Blame]], graph: WaitGraph) -> list[int]:
+    """Blamed ranks that wait on no blamed rank outside their own cycle; `device`, `mismatch` and `extra` blames
+    stand on their own (the rank's own device / its own op)."""
+    blamed = _mask(blames)
     out = []
     for r, bs in blames.items():
         if any(b.kind in ("device", "mismatch", "extra") for b in bs):
             out.append(r)
             continue
-        mine = reach.get(r, set())
-        if not any(q != r and q in blames and r not in reach.get(q, set()) for q in mine):
+        c = graph.comp.get(r)
+        own = graph.members[c] if c is not None else 1 << r
+        if not graph.reach(r) & blamed & ~own:
             out.append(r)
     return sorted(out)
+
+
+def _keep_needed_unknowns(blames: dict[int, list[Blame]], waits: list[Wait],
+                          graph: WaitGraph) -> dict[int, list[Blame]]:
+    """A rank blamed only for lacking a dump (or counters) stays blamed when some waiter has no other reason to
+    wait. A waiter that also waits on a pipeline peer leading (not back through the waiter) to a culprit with
+    direct evidence is stuck because of that pipeline, and a rank whose dump was merely not collected is not named
+    beside the real culprit. Otherwise a missing dump where the other ranks dumped is evidence on its own: the
+    watchdog of a live process writes one."""
+    weak = ("no_dump", "no_status")
+    strong = {r: [b for b in bs if b.kind not in weak] for r, bs in blames.items()}
+    strong = {r: bs for r, bs in strong.items() if bs}
+    found = _mask(_sinks(strong, graph))
+    p2p: dict[int, list[int]] = {}
+    for x in waits:
+        if x.kind == "p2p":
+            p2p.setdefault(x.waiter, []).extend(x.targets)
+
+    def explained(w: int) -> bool:
+        for t in p2p.get(w, ()):
+            if found >> t & 1:
+                return True
+            beyond = graph.reach_without(t, w) if graph.same_component(t, w) else graph.reach(t)
+            if beyond & found:
+                return True
+        return False
+
+    out = dict(strong)
+    for r, bs in blames.items():
+        unk = [b for b in bs if b.kind in weak]
+        waiters = {p for b in unk for p in b.peers}
+        if unk and any(not found >> w & 1 and not explained(w) for w in waiters):
+            out[r] = out.get(r, []) + unk
+    return out
 
 
 def _flip_majorities(views, members, blames, waits, descs) -> None:
