@@ -2,9 +2,12 @@
 
 FORMATS.md §2.4. A dump is a dict: version, pg_config, pg_status, comm_lib_version, nccl_comm_state, entries. Each
 entry becomes one `collectives` row (pg, seq = collective_seq_id, op = profiling_name, numel from sizes, dtype,
-state, timeout, ts from time_created_ns), carrying its group's pg_status last enqueued/completed. One `fr_pg_status`
-event per process group summarises the status and the first entry that had not completed, with its frames.
-Pickles are loaded with an unpickler that refuses every global, so only plain containers and scalars load.
+state, timeout, ts from time_created_ns; pg = the group's global name), carrying its group's pg_status last
+enqueued/completed. One `fr_pg_status` event per process group of the rank summarises the status under the group's
+global name (`pg_config` key; pg_status and entries' `pg_id` are the rank's local id, mapped by `group_names`), the
+first collective entry not completed (with its frames), and for send/recv groups the first pending send/recv and the
+peer it waits on. A group of the rank's pg_config with no status is reported as never used when every status has a
+name. Pickles are loaded with an unpickler that refuses every global, so only plain containers and scalars load.
 """
 from __future__ import annotations
 
