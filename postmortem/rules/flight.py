@@ -106,6 +106,11 @@ def confidence(att: Attribution, world: int) -> float:
                               "no_status": 0.55 if groups >= 2 else 0.5}[kind])
         per.append(best)
     conf = min(per)
+    stuck = {r for _, _, _, ranks in att.stuck for r in ranks}
+    if any(r in stuck and not any(b.kind == "device" for b in att.blames[r]) for r in att.culprits):
+        # A culprit that stopped enqueuing while its own collectives sit issued by every member and completed by
+        # none may be blocked on those (a device stall somewhere in that group), not frozen on the host.
+        conf = min(conf, 0.6)
     if att.unexplained:
         conf -= 0.1  # some ranks wait on something the dumps do not pin to a culprit
     if world and len(att.culprits) * 2 > world:
