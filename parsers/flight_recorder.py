@@ -259,7 +259,7 @@ def parse_flight_recorder(source: Source) -> ParseResult:
     if all(info["name"] is not None for info in per_pg.values()):
         for cname, cfg in configs.items():
             cname = str(cname)
-            if cname and cname not in named and isinstance(cfg, dict):
+            if cname and cname not in named and isinstance(cfg, dict) and rank in (_ranks(cfg) or ()):
                 info = _new_info({"last_enqueued_collective": -1, "last_completed_collective": -1}, None, cname)
                 info["name_from"], info["never_used"] = "config", True
                 _status_event(result, source, rank, None, info, configs, version)

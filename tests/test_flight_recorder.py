@@ -213,3 +213,11 @@ def test_real_dump_marks_send_recv_groups_and_the_peer_waited_on():
     assert events["0"]["p2p"] and events["0"]["p2p_peer"] == 8  # the default group carried a recv from rank 8
     tp = events["35"]
     assert not tp.get("p2p") and tp["first_pending_seq"] == 84920 and tp["pending_count"] == 6
+
+
+def test_group_in_pg_config_without_status_is_never_used_only_for_its_members(tmp_path):
+    dump = _nccl_dump()
+    dump["pg_config"]["7"] = {"name": "7", "desc": "tp", "ranks": "[2, 3]"}     # rank 3 belongs, never ran an op
+    dump["pg_config"]["8"] = {"name": "8", "desc": "other", "ranks": "[5, 6]"}  # not rank 3's group
+    events = {e["details"]["pg"]: e["details"] for e in parse_bytes(tmp_path, pickle.dumps(dump)).rows["events"]}
+    assert events["7"]["never_used"] and events["7"]["last_enqueued"] == -1 and "8" not in events

@@ -1,6 +1,8 @@
 """Flight-recorder rule: over every collective group, which ranks held the others up, and what each of them did."""
 from __future__ import annotations
 
+from collections import Counter
+
 import pandas as pd
 
 from postmortem.findings import Evidence, Finding
@@ -53,19 +55,27 @@ def _entries_at(tables, pg: str, seq: int) -> dict[int, dict]:
     return {int(r["rank"]): r for r in fr.to_dict("records") if pd.notna(r["rank"])}
 
 
-def _best(bs: list[Blame]) -> Blame:
-    order = {"mismatch": 0, "extra": 0, "host": 1, "device": 1, "no_dump": 2, "no_status": 2}
-    return min(bs, key=lambda b: (order[b.kind], -len(b.peers), b.pg))
+_KIND_ORDER = {"mismatch": 0, "extra": 0, "host": 1, "device": 1, "no_dump": 2, "no_status": 2}
 
 
-def culprit_sentence(rank: int, bs: list[Blame]) -> str:
+def _ordered(bs: list[Blame], shared: Counter | None = None) -> list[Blame]:
+    """Strongest evidence first: the group where the rank is most alone in being blamed, then most peers."""
+    shared = shared or Counter()
+    return sorted(bs, key=lambda b: (_KIND_ORDER[b.kind], shared[(b.pg, b.kind)], -len(b.peers), b.pg))
+
+
+def _best(bs: list[Blame], shared: Counter | None = None) -> Blame:
+    return _ordered(bs, shared)[0]
+
+
+def culprit_sentence(rank: int, bs: list[Blame], shared: Counter | None = None) -> str:
     """What one culprit did, from its strongest evidence of each kind (host first, then device)."""
     parts = []
     for kind in ("mismatch", "extra", "host", "device", "no_dump", "no_status"):
         mine = [b for b in bs if b.kind == kind]
         if not mine:
             continue
-        b = _best(mine)
+        b = _best(mine, shared)
         groups = sorted({x.pg for x in mine})
         more = f" (and in {len(groups) - 1} more group{'s' if len(groups) > 2 else ''})" if len(groups) > 1 else ""
         op = f" ({b.op})" if b.op else ""
@@ -118,14 +128,22 @@ def confidence(att: Attribution, world: int) -> float:
     return round(max(conf, 0.3), 2)
 
 
+def _shared(att: Attribution) -> Counter:
+    """(pg, kind) -> how many culprits carry that blame."""
+    return Counter((b.pg, b.kind) for r in att.culprits for b in {(x.pg, x.kind): x for x in att.blames[r]}.values())
+
+
 def _evidence(att: Attribution) -> list[Evidence]:
+    shared = _shared(att)
     out: list[Evidence] = []
     for r in att.culprits:
-        for b in sorted(att.blames[r], key=lambda b: (b.kind != _best(att.blames[r]).kind, -len(b.peers)))[:2]:
+        for b in _ordered(att.blames[r], shared)[:2]:
             out.append(Evidence(b.source or b.peer_source or "flight recorder", None, r, b.detail[:400]))
+    seen = set()
     for r in att.culprits:
-        b = _best(att.blames[r])
-        if b.peer_source and b.peers:
+        b = _best(att.blames[r], shared)
+        if b.peer_source and b.peers and (b.peer_source, b.pg) not in seen:
+            seen.add((b.peer_source, b.pg))
             out.append(Evidence(b.peer_source, None, b.peers[0], f"rank {b.peers[0]}'s side: {b.detail}"[:400]))
     return out[:_MAX_EVIDENCE]
 
@@ -154,7 +172,8 @@ def flight_recorder(tables):
     world = len({r for m in members.values() for r in m} | dumped)
     conf = confidence(att, world)
     if att.culprits:
-        sentences = [culprit_sentence(r, att.blames[r]) for r in att.culprits]
+        shared = _shared(att)
+        sentences = [culprit_sentence(r, att.blames[r], shared) for r in att.culprits]
         title = "Flight recorder: " + "; ".join(sentences)
         waiting = [r for r in att.waiting if r not in att.culprits]
         explanation = (
