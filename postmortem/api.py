@@ -224,21 +224,33 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
     from postmortem import verdict as verdict_mod
     from postmortem.rank_state import rank_state
     from postmortem.rules import all_rules, run_rules
+    from postmortem.attempts import first_attempt
     from postmortem.culprits import find_culprits
     from postmortem.odd_lines import odd_lines
-    tables.frames["ranks"] = rank_state(tables)  # stage 4: where every rank was when the job stopped
-    tables.frames["odd_lines"] = odd_lines(tables, baseline)  # templates a minority printed near their end
-    tables.meta["culprits"] = find_culprits(tables.frames["ranks"], tables.frames["odd_lines"])  # asymmetry
+    # With restarts, the stages below see the first attempt only (the verdict is about the first failure); the
+    # Analysis keeps every row.
+    work, attempts = first_attempt(tables)
+    work.frames["ranks"] = rank_state(work)  # stage 4: where every rank was when the job stopped
+    work.frames["odd_lines"] = odd_lines(work, baseline)  # templates a minority printed near their end
+    work.meta["culprits"] = find_culprits(work.frames["ranks"], work.frames["odd_lines"])  # end-state asymmetry
+    work.meta["attempts"] = attempts
     selected = all_rules()
     if rules:
         wanted = set(rules)
         selected = [r for r in selected if r.id in wanted]
-    findings = run_rules(tables, selected)
+    findings = run_rules(work, selected)
     has_inputs = any(not s.problem for s in sources)
-    signals = signals_mod.collect(tables)
-    tables.meta["signals"] = signals
-    verdict, findings = verdict_mod.decide(findings, has_inputs, signals, tables.frames["ranks"],
-                                           tables.meta.get("culprits"))
+    signals = signals_mod.collect(work)
+    work.meta["signals"] = signals
+    verdict, findings = verdict_mod.decide(findings, has_inputs, signals, work.frames["ranks"],
+                                           work.meta.get("culprits"))
+    if verdict is not None and attempts.restarted and findings:
+        findings[0].explanation = f"{findings[0].explanation} {attempts.sentence()}"
+    if work is not tables:
+        tables.frames["ranks"], tables.frames["odd_lines"] = work.frames["ranks"], work.frames["odd_lines"]
+        for key in ("culprits", "attempts", "signals", "rule_errors"):
+            if key in work.meta:
+                tables.meta[key] = work.meta[key]
     gaps = gaps_mod.evidence_gaps(tables, verdict) if verdict else []
     return Analysis(input=path, sources=sources, tables=tables, findings=findings, verdict=verdict,
                     evidence_gaps=gaps)

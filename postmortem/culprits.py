@@ -144,15 +144,21 @@ def _asymmetry(recs: list[dict]) -> Culprits | None:
                             evidence=[_ev(inc[0], str(inc[0]["end_detail"])), _ev(exited[0], str(exited[0]["end_detail"]))])
         return Culprits([], "none", "as many ranks exited as waited: the asymmetry does not say who diverged", 0.0,
                         affected=ranks_of(inc + exited))
-    if inc and quiet and len(quiet) < len(inc):
-        lost = any(r["end"] == "lost_peer" for r in inc)
-        how = ("its peers saw its connection close: it was gone" if lost else
-               "its peers timed out waiting: it was alive, working elsewhere")
+    lost_all = bool(inc) and all(r["end"] == "lost_peer" for r in inc)
+    # Peers that saw the connection close say the silent rank was gone, however many they are; peers that timed
+    # out only say someone was elsewhere: then the silent ranks must be a strict minority.
+    if inc and quiet and len(quiet) <= len(inc):
+        ev = [_ev(r, str(r["end_detail"] or r["end"])) for r in quiet[:2] if r.get("end_at")] \
+            + [_ev(inc[0], str(inc[0]["end_detail"]))]
+        if lost_all:
+            return Culprits(ranks_of(quiet), "gone",
+                            f"{_say(ranks_of(quiet))} left without a word: {_say(ranks_of(inc))} saw "
+                            f"{'its' if len(quiet) == 1 else 'their'} connection close in a collective", 0.7,
+                            affected=ranks_of(inc), evidence=ev)
         return Culprits(ranks_of(quiet), "never-reached",
                         f"{_say(ranks_of(quiet))} never reported waiting in the collective {_say(ranks_of(inc))} "
-                        f"waited in; {how}", 0.7 if not lost else 0.6, affected=ranks_of(inc),
-                        evidence=[_ev(r, str(r["end_detail"] or r["end"])) for r in quiet[:2]]
-                        + [_ev(inc[0], str(inc[0]["end_detail"]))])
+                        "waited in; its peers timed out waiting: it was alive, working elsewhere",
+                        0.7 if len(quiet) < len(inc) else 0.5, affected=ranks_of(inc), evidence=ev)
     return None
 
 

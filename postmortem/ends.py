@@ -79,6 +79,8 @@ def fatal_signal_name(details: dict | None, message: str = "") -> str | None:
         v = str(d.get(key) if d.get(key) is not None else "")
         if v.startswith("-") and v[1:] in _FATAL_NAMES:
             return _FATAL_NAMES[v[1:]]
+        if v in _FATAL_NAMES and not v.isdigit():  # `terminated with signal SIGABRT`
+            return _FATAL_NAMES[v]
     low = message.lower()
     for word, name in _FATAL_WORDS.items():
         if word in low and "fatal python error" in low:
@@ -89,7 +91,7 @@ def fatal_signal_name(details: dict | None, message: str = "") -> str | None:
 def exit_code(details: dict | None) -> int | None:
     """The numeric exit code an exit/launcher event states (negative: killed by that signal)."""
     d = details or {}
-    for key in ("exitcode", "code", "code2", "code3", "code5", "code6"):
+    for key in ("exitcode", "code", "code2", "code3", "code4", "code5", "code6"):
         v = d.get(key)
         if v is None:
             continue
@@ -97,9 +99,11 @@ def exit_code(details: dict | None) -> int | None:
             return int(str(v).strip())
         except ValueError:
             continue
-    sig = str(d.get("signal") or "")
+    sig = str(d.get("signal") or d.get("code4") or "")
     if sig in ("SIGKILL",):
         return -9
+    if sig in ("SIGTERM",):
+        return -15
     return None
 
 
@@ -269,7 +273,8 @@ def _exit_rank(d: dict, pid_rank: dict, one_launcher: bool):
             pid = None
         if pid is not None and pid in pid_rank:
             return pid_rank[pid]
-    local = d.get("local_rank")
+    # torchrun's agent names the local rank, mp.spawn the process index: with one launcher, the global rank
+    local = d.get("local_rank", d.get("proc"))
     if local is not None and str(local).isdigit() and one_launcher:
         return int(local)
     return None

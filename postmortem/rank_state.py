@@ -158,7 +158,7 @@ def rank_state(tables) -> pd.DataFrame:
     _last_step(st, row)
     _last_activity(st, ev, row)
     _collectives(_ranked(tables.collectives), ev, row)
-    _end_stack(_ranked(tables.stacks), row)
+    _end_stack(_ranked(tables.stacks), row, {r: rr.get("waiting") for r, rr in rows.items()})
     _first_error(ev, _ranked(tables.tracebacks), row)
     _exits(tables.events, row)
     ends_mod.fill_ends(tables, rows, row)
@@ -251,15 +251,18 @@ def _collectives(coll: pd.DataFrame, ev: pd.DataFrame, row) -> None:
             row(r)["waiting"] = True
 
 
-def _end_stack(stk: pd.DataFrame, row) -> None:
+def _end_stack(stk: pd.DataFrame, row, rows_waiting: dict | None = None) -> None:
     """The latest main-thread stack per rank (dumps, or a traceback that shows where the rank was)."""
     if not len(stk):
         return
     stk = stk[~stk["frames"].map(stacks_mod.is_launcher)]
     main = stk[(stk["thread_name"] == "MainThread") | stk["thread_name"].isna()]
     main = main if len(main) else stk
+    waited = {int(r) for r, w in (rows_waiting or {}).items() if w}
     for rec in _last_by_position(main).itertuples(index=False):
         cls = stacks_mod.classify_frames(rec.frames)
+        if cls == "compute" and int(rec.rank) in waited and stacks_mod.waits_inside_backward(rec.frames):
+            cls = "collective_wait"  # DDP's gradient all-reduce waits inside backward (the rank reported the timeout)
         uf = stacks_mod.blocking_frame(rec.frames) or stacks_mod.last_user_frame(rec.frames) or {}
         rr = row(rec.rank)
         rr.update(stack_class=cls, stack_signature=rec.signature, stack_at=_at(rec.source, rec.line),

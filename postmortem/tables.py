@@ -109,8 +109,8 @@ def traceback_stacks(stacks: pd.DataFrame, tracebacks: pd.DataFrame) -> pd.DataF
     rows = []
     for tb in tracebacks.itertuples(index=False):
         frames = tb.frames or []
-        if len(frames) < 2:
-            continue
+        if len(frames) < 2 or stacks_mod.is_launcher(frames):
+            continue  # a launcher's own traceback (mp.spawn's join, torchrun's agent) is no rank's stack
         where = _WHERE_EXC.search(str(tb.exc_type)) or _WHERE_MSG.search(str(tb.exc_message)[:300])
         if not where and stacks_mod.classify_frames(frames) != "collective_wait":
             continue  # an ordinary exception outside a collective is an error, not a picture of a hang

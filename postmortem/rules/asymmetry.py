@@ -35,6 +35,11 @@ _MECHANISMS = {
         "straggler", 0.5, "{who} never reached the collective the others waited in",
         "Find what that rank did after its last line: take py-spy dumps of every rank when the job stalls "
         "(`py-spy dump --pid`), and enable the flight recorder (TORCH_FR_BUFFER_SIZE) to see who lagged."),
+    "gone": (
+        "rank_crash", 0.55, "{who} left without a word while the others were in a collective",
+        "The rank's process ended without printing an exception (os._exit, a native crash without faulthandler, a "
+        "kill from outside): run with PYTHONFAULTHANDLER=1, check dmesg and the scheduler for kills, and read its "
+        "last lines (cited) for what it did last."),
     "lagging": (
         "straggler", 0.55, "{who} fell behind on the collectives",
         "The lagging rank stopped issuing collectives: look at what it did instead (stacks, its last lines)."),
