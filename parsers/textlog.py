@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import json
 import re
 import zlib
 
@@ -162,7 +163,13 @@ class _Scheme:
             if m and not m.group("host").endswith(("Error", "Warning", "Exception")):
                 hosts[m.group("host")] = hosts.get(m.group("host"), 0) + 1
         self.hosts = {h for h, c in hosts.items() if c >= max(2, n // 10)}
-        self.learned = _learned_prefix(head_lines_all)
+        # JSON-lines logs (one JSON object per line, structlog/loguru-serialize/python-json-logger style): each
+        # record is unwrapped into its message and exception lines (json_record); no prefix scheme applies.
+        objs = sum(1 for ln in head_lines_all if ln[:1] == "{" and ln.rstrip().endswith("}"))
+        self.jsonl = objs >= max(2, len([ln for ln in head_lines_all if ln.strip()]) // 2)
+        if self.jsonl:
+            self.srun, self.hosts = False, set()
+        self.learned = None if self.jsonl else _learned_prefix(head_lines_all)
 
     @property
     def active(self) -> bool:
@@ -490,14 +497,20 @@ def parse_textlog(source: Source) -> ParseResult:
     plain, waited = None, False
     big, dump_kinds = embedded.read_by_line_parser(source), set()
     for lineno, raw, steps_only in items:
-        segments = raw.split("\r") if "\r" in raw else [raw]
-        if ".cpp:" in raw or "Traceback (" in raw:
-            segments = [piece for seg in segments for piece in GLUE_SPLIT_RE.split(seg)]
+        record = json_record(raw) if scheme.jsonl and raw[:1] == "{" else None
+        if record is not None:
+            segments, record_info = record
+        else:
+            segments = raw.split("\r") if "\r" in raw else [raw]
+            if ".cpp:" in raw or "Traceback (" in raw:
+                segments = [piece for seg in segments for piece in GLUE_SPLIT_RE.split(seg)]
         carry: dict = {}
         for seg in segments:
             if not seg or seg.isspace():
                 continue
             line, sinfo = scheme.strip(seg) if scheme.active else (seg, {})
+            if record is not None:
+                sinfo = {**record_info, **sinfo}
             message, info = strip_prefixes(line)
             if sinfo:
                 info = {**sinfo, **info}
@@ -689,6 +702,55 @@ class _Tail:
         return list(self.lines)[-n:]
 
 
+_JSON_MESSAGE_KEYS = ("msg", "message", "text", "event", "log", "record")
+_JSON_EXC_KEYS = ("exc_info", "exception", "exc_text", "traceback", "stack_trace", "stack", "error")
+_JSON_RANK_KEYS = ("rank", "global_rank", "RANK", "rank_id", "process_rank")
+_JSON_TS_KEYS = ("ts", "time", "timestamp", "@timestamp", "asctime", "datetime", "created")
+_JSON_LEVEL_KEYS = ("level", "levelname", "severity", "lvl", "log_level")
+
+
+def json_record(raw: str):
+    """A JSON-lines log record as ([message lines, then its exception's lines], {rank, ts, level, host}), or None
+    when the line is not a JSON object with a message."""
+    text = raw.strip()
+    if not text.endswith("}") or len(text) > 1_000_000:
+        return None
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    msg = next((obj[k] for k in _JSON_MESSAGE_KEYS if isinstance(obj.get(k), str)), None)
+    if msg is None:
+        return None
+    info: dict = {}
+    for k in _JSON_RANK_KEYS:
+        v = obj.get(k)
+        if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1_000_000:
+            info["rank"] = v
+            break
+        if isinstance(v, str) and v.isdigit() and len(v) < 7:
+            info["rank"] = int(v)
+            break
+    ts = next((obj[k] for k in _JSON_TS_KEYS if isinstance(obj.get(k), str)), None)
+    if ts:
+        info["ts"] = ts[:40]
+    level = next((obj[k] for k in _JSON_LEVEL_KEYS if isinstance(obj.get(k), str)), None)
+    if level:
+        info["level"] = level[:1].upper()
+    host = obj.get("host") or obj.get("hostname")
+    if isinstance(host, str) and host:
+        info["host"] = host[:100]
+    lines = msg.split("\n")
+    for k in _JSON_EXC_KEYS:
+        v = obj.get(k)
+        if isinstance(v, str) and v.strip() and v.strip() != "None":
+            lines.extend(v.rstrip("\n").split("\n"))
+            break
+    return lines, info
+
+
 def _line_key(text: str) -> int:
     """A line's template key: crc32 of its shape (digits, blanks and bar glyphs removed, as the prefilter's keys)."""
     return zlib.crc32(prefilter.normalise(text))
@@ -704,10 +766,16 @@ def _last_lines(result: ParseResult, source: Source, tail: list, head_texts: lis
     for lineno, raw in tail:
         if not raw or raw.isspace():
             continue
-        seg = raw.rsplit("\r", 1)[-1] if "\r" in raw else raw
-        if not seg.strip():
-            seg = raw.strip("\r")
+        record = json_record(raw) if scheme.jsonl and raw[:1] == "{" else None
+        if record is not None:
+            seg = next((t for t in record[0] if t.strip()), "")
+        else:
+            seg = raw.rsplit("\r", 1)[-1] if "\r" in raw else raw
+            if not seg.strip():
+                seg = raw.strip("\r")
         line, sinfo = scheme.strip(seg) if scheme.active else (seg, {})
+        if record is not None:
+            sinfo = {**record[1], **sinfo}
         message, info = strip_prefixes(line)
         if sinfo:
             info = {**sinfo, **info}

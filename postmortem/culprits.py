@@ -163,10 +163,13 @@ def _asymmetry(recs: list[dict]) -> Culprits | None:
 
 
 def _call_sites(recs: list[dict]) -> Culprits | None:
-    """Every rank waits: the minority at another call site (from stacks), or behind on the collective counters."""
+    """Every rank waits: the minority at another call site (from stacks), or behind on the collective counters;
+    with no minority, the ranks waiting outside the training step while others wait inside it."""
     inc = [r for r in recs if r["end"] in IN_COLLECTIVE_ENDS]
-    if len(inc) < 3 or len(inc) < len(recs):  # two ranks in two places: no minority
+    if len(inc) < 2 or len(inc) < len(recs):
         return None
+    if len(inc) == 2:
+        return _off_step(inc)
     sites: dict = {}
     for column in ("stack_where", "last_op"):  # the call site a stack shows, else the op a timeout names
         if all(not _null(r.get(column)) for r in inc):
@@ -181,7 +184,29 @@ def _call_sites(recs: list[dict]) -> Culprits | None:
                             f"{_say(sorted(small[1]))} waited at {small[0]} while {len(big[1])} others waited at "
                             f"{big[0]}: the ranks called different collectives", 0.75,
                             affected=sorted(int(r["rank"]) for r in inc if int(r["rank"]) not in small[1]))
+        off = _off_step(inc)
+        if off is not None:
+            return off
     return _lagging(inc)
+
+
+def _off_step(inc: list[dict]) -> Culprits | None:
+    """Ranks waiting in a collective outside the training step (a barrier after the loop, a gather in evaluation
+    or saving) while the others wait in the step's own collective (DDP's gradient all-reduce): the ones outside
+    left the sequence of collectives every step runs."""
+    known = [r for r in inc if r.get("stack_in_step") in (True, False)]
+    if len(known) < len(inc):
+        return None
+    off = sorted(int(r["rank"]) for r in known if r["stack_in_step"] is False)
+    on = sorted(int(r["rank"]) for r in known if r["stack_in_step"] is True)
+    if not off or not on:
+        return None
+    where = next(r for r in known if r["stack_in_step"] is False)
+    return Culprits(off, "other-call-site",
+                    f"{_say(off)} waited in a collective outside the training step ({where.get('stack_where')}) "
+                    f"while {_say(on)} waited in the step's own collective: the ranks' collective sequences "
+                    "diverged there", 0.65, affected=on,
+                    evidence=[_ev(where, f"stack: {where.get('stack_where')}")])
 
 
 def _lagging(inc: list[dict]) -> Culprits | None:

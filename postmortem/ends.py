@@ -352,10 +352,11 @@ class _GoesOn:
                     self.exited_ok.add(int(rank))
         for v in self.after.values():
             v.sort()
+        self.all_normal = _all_normal(tables, self.exited_ok)
 
     def went_on(self, rank, source, line) -> bool:
         """True when the stream of (rank, source) went on training or ended normally after `line`."""
-        if not _null(rank) and int(rank) in self.exited_ok:
+        if self.all_normal or not _null(rank) and int(rank) in self.exited_ok:
             return True
         lines = self.after.get((_rank_key(rank), source))
         if not lines or _null(line):
@@ -364,6 +365,29 @@ class _GoesOn:
         # on only when several more came (one process printing on).
         need = 1 if not _null(rank) else UNRANKED_GOES_ON
         return self._bisect(lines, int(line)) <= len(lines) - need
+
+
+def _all_normal(tables, exited_ok: set) -> bool:
+    """The job exited 0 (the collector's manifest, a launcher's job-level exit) or every rank that reported
+    progress exited 0, and nothing says a process failed (a non-zero exit, a kill, a fatal signal, a launcher
+    failure): then every exception the job printed was handled. End-of-training markers alone do not say it (a
+    rank can print one and crash in its final save)."""
+    ev = tables.events
+    if ev.empty:
+        return False
+    if ev["kind"].isin(["torchrun_failure", "killed", "fatal_signal", "torchrun_summary"]).any():
+        return False
+    ex = ev[ev["kind"] == "exit"]
+    codes = [exit_code(d) for d in ex["details"].tolist()]
+    if not codes or any(c not in (0, None) for c in codes):
+        return False
+    job_level = any(c == 0 and _null(r) and (d or {}).get("local_rank") is None and (d or {}).get("task") is None
+                    for c, r, d in zip(codes, ex["rank"].tolist(), ex["details"].tolist()))
+    if job_level:
+        return True
+    st = tables.steps
+    progressed = {int(r) for r in st["rank"].dropna().unique().tolist()} if len(st) else set()
+    return bool(progressed) and progressed <= exited_ok
 
 
 def _rank_key(r):

@@ -13,7 +13,7 @@ from postmortem.rules.facts import WAIT_KINDS
 
 COLUMNS = ["rank", "host", "last_step", "last_step_ts", "last_step_at", "last_ts", "last_activity",
            "last_activity_at", "last_enqueued", "last_started", "last_completed", "last_op", "collective_at", "waiting",
-           "stack_class", "stack_where", "stack_signature", "stack_at", "first_error", "first_error_ts",
+           "stack_class", "stack_where", "stack_in_step", "stack_signature", "stack_at", "first_error", "first_error_ts",
            "first_error_at", "exit", "exit_at", "end", "end_detail", "end_cause", "end_at", "end_ts", "files"]
 
 # Column -> (dtype, meaning): the reference for docs/tables.md and the notebook API.
@@ -38,6 +38,9 @@ COLUMN_DOCS = {
                               "checkpoint_io, compute, sleep_lock, idle, unknown); from dumps or from a "
                               "traceback that shows where it was (Ctrl-C, SIGTERM, cut off, timed out)"),
     "stack_where": ("object", "the frame that decided the class, as `func (file:line)`"),
+    "stack_in_step": ("object", "True when the end stack is inside the training step (forward, backward, the "
+                                "optimizer step), False when it is elsewhere (saving, evaluation, the end of an "
+                                "epoch), null without a stack"),
     "stack_signature": ("object", "the stack's signature (equal for equal stacks)"),
     "stack_at": ("object", "source:line of the stack"),
     "first_error": ("object", "earliest error of the rank (event kind or exception type, and its message)"),
@@ -259,14 +262,19 @@ def _end_stack(stk: pd.DataFrame, row, rows_waiting: dict | None = None) -> None
     main = stk[(stk["thread_name"] == "MainThread") | stk["thread_name"].isna()]
     main = main if len(main) else stk
     waited = {int(r) for r, w in (rows_waiting or {}).items() if w}
-    for rec in _last_by_position(main).itertuples(index=False):
+    last = _last_by_position(main)
+    others_wait = any(stacks_mod.classify_frames(fr) == "collective_wait" for fr in last["frames"])
+    for rec in last.itertuples(index=False):
         cls = stacks_mod.classify_frames(rec.frames)
-        if cls == "compute" and int(rec.rank) in waited and stacks_mod.waits_inside_backward(rec.frames):
-            cls = "collective_wait"  # DDP's gradient all-reduce waits inside backward (the rank reported the timeout)
+        if cls == "compute" and (others_wait or int(rec.rank) in waited) and \
+                stacks_mod.waits_inside_backward(rec.frames):
+            # DDP's gradient all-reduce waits inside backward: a rank there while others wait in collectives, or
+            # that reported the timeout itself, is waiting too (py-spy shows no frame below backward)
+            cls = "collective_wait"
         uf = stacks_mod.blocking_frame(rec.frames) or stacks_mod.last_user_frame(rec.frames) or {}
         rr = row(rec.rank)
         rr.update(stack_class=cls, stack_signature=rec.signature, stack_at=_at(rec.source, rec.line),
-                  stack_where=_where(uf) if uf else None)
+                  stack_where=_where(uf) if uf else None, stack_in_step=stacks_mod.in_training_step(rec.frames))
         if cls == "collective_wait":
             rr["waiting"] = True
         act = _STACK_ACTIVITY.get(cls, "unknown")

@@ -50,6 +50,8 @@ def collect(tables) -> Signals:
         bad = ev[ev["kind"].isin(FATAL_EVENT_KINDS) & ev["level"].isin(["E", "F", "e", "error"])]
         bad = pd.concat([bad, ev[ev["kind"].isin(["killed", "fatal_signal", "host_oom"])]]).drop_duplicates(
             subset=["source", "line", "kind"])
+        from postmortem.rules.facts import fatal
+        bad = fatal(tables, bad)  # an error the stream went on from (a probe that retried smaller) is no failure
         for _, row in bad.head(3).iterrows():
             out.failure.append((str(row["kind"]).replace("_", " "), _ev(row, str(row["message"]))))
         exits = ev[ev["kind"] == "exit"]

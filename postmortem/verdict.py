@@ -51,6 +51,11 @@ def _follow_culprits(root: Finding, culprits, ranks) -> None:
         root.explanation = f"{root.explanation} Culprit from how the ranks ended: {culprits.reason}."
         root.evidence = list(root.evidence) + [e for e in culprits.evidence if e not in root.evidence][:3]
         return
+    if culprits.alike and root.culprit_ranks and set(root.culprit_ranks) >= set(culprits.affected):
+        # every rank failed alike: a finding that names them all names no culprit
+        root.affected_ranks = sorted(set(root.affected_ranks) | set(root.culprit_ranks))
+        root.culprit_ranks = []
+        return
     if root.culprit_ranks or culprits.alike or root.confidence < 0.8:
         return
     known = 0 if ranks is None or "end" not in getattr(ranks, "columns", ()) else int(ranks["end"].notna().sum())

@@ -213,3 +213,19 @@ def waits_inside_backward(frames: list[dict]) -> bool:
         if bare_name(f.get("func")) in _BACKWARD_FUNCS and short_file(f.get("file")).startswith("torch/"):
             return True
     return False
+
+
+# Frames of the training step itself: a collective under these is DDP/FSDP gradient or parameter traffic that every
+# rank runs each step; elsewhere (saving, logging, callbacks, evaluation, the end of an epoch) a collective sits in
+# code that ranks can skip or reach in a different order.
+STEP_FRAMES = re.compile(r"(?:^|_)(?:backward|forward|optimizer_step|step|training_step|_run_ddp_forward|"
+                         r"pre_forward|post_backward|reduce_grad|all_reduce_grads|_sync_params)$")
+
+
+def in_training_step(frames: list[dict]) -> bool:
+    """Whether a stack is inside the training step (forward, backward, the optimizer step) of some frame."""
+    for f in frames or []:
+        name = bare_name(f.get("func") or "")
+        if STEP_FRAMES.search(name.rsplit(".", 1)[-1]):
+            return True
+    return False
