@@ -155,6 +155,13 @@ FAMILIES = [
       ["detected", "some", "oom"],
       "Slurm's cgroup plugin saw OOM kills in the step: a task was killed from outside for exceeding its memory.",
       external="Slurm slurmstepd (task/cgroup)"),
+    F("dataloader-worker-bus-error", "dataloader_failure", ROOT, ["data_loading_failed"],
+      r"Unexpected bus error encountered in worker|Unexpected segmentation fault encountered in worker|"
+      r"Unexpected floating-point exception encountered in worker",
+      ["unexpected"],
+      "A DataLoader worker got SIGBUS/SIGSEGV/SIGFPE; a bus error usually means /dev/shm is too small.",
+      evidence=[("torch", r"^ERROR: Unexpected (?:bus error|segmentation fault|floating-point exception) "
+                          r"encountered in worker")]),
     F("shm-exhausted", "dataloader_failure", ROOT, ["data_loading_failed"],
       r"unable to (?:write to|open|allocate shared memory\(shm\) for) (?:file|shared memory object) <|"
       r"Couldn't allocate shared memory segment|insufficient shared memory|out of shared memory|"
@@ -180,13 +187,6 @@ FAMILIES = [
       joins=[("torch", "DataLoader worker (pid {}) is killed by signal: {}. "),
              ("torch", "DataLoader worker (pid {}) exited unexpectedly with exit code {}. Details are lost due to "
                        "multiprocessing.")]),
-    F("dataloader-worker-bus-error", "dataloader_failure", ROOT, ["data_loading_failed"],
-      r"Unexpected bus error encountered in worker|Unexpected segmentation fault encountered in worker|"
-      r"Unexpected floating-point exception encountered in worker",
-      ["unexpected"],
-      "A DataLoader worker got SIGBUS/SIGSEGV/SIGFPE; a bus error usually means /dev/shm is too small.",
-      evidence=[("torch", r"^ERROR: Unexpected (?:bus error|segmentation fault|floating-point exception) "
-                          r"encountered in worker")]),
     F("dataloader-worker-exception", "dataloader_failure", ROOT, ["data_loading_failed"],
       r"Caught \w+ in DataLoader worker process \d+|Caught \w+ in pin memory thread",
       ["caught"],
@@ -264,6 +264,16 @@ FAMILIES = [
       ["weights"],
       "torch.load with weights_only=True (the default since 2.6) refused a checkpoint holding other Python objects.",
       evidence=[("torch", r"^Weights only load failed")]),
+    F("resume-checkpoint-missing-warning", "checkpoint_corruption", BENIGN, ["handled"],
+      r"Unable to find latest file at \S+, if trying to load latest checkpoint|"
+      r"ckpt_path=\"last\"\) is set, but there is no (?:fault tolerant or )?last checkpoint available|"
+      r"Didn't find an RNG file",
+      ["unable", "ckpt_path", "didn"],
+      "A resume found no checkpoint (or no RNG state) and the run goes on from scratch or without it: harmless by "
+      "itself, the cause when a later step expects resumed state.",
+      evidence=[("deepspeed", r"^Unable to find latest file at"),
+                ("lightning", r"ckpt_path=\"last\"\) is set, but there is no"),
+                ("transformers", r"^Didn't find an RNG file")]),
     F("checkpoint-path-missing", "checkpoint_corruption", ROOT, ["checkpoint_io_failed"],
       r"No such file or directory: '[^']*(?:checkpoint|ckpt|global_step|\.pth?'|\.bin'|\.safetensors|pytorch_model|"
       r"optimizer|scheduler|rng_state|trainer_state|model_states|optim_states|latest)|"
@@ -290,16 +300,6 @@ FAMILIES = [
       "checkpoint folder, wrong path).",
       evidence=[("transformers", r"^Can't load (?:the )?(?:config|tokenizer|the model|model|weights)|"
                                  r"^Unable to load weights from")]),
-    F("resume-checkpoint-missing-warning", "checkpoint_corruption", BENIGN, ["handled"],
-      r"Unable to find latest file at \S+, if trying to load latest checkpoint|"
-      r"ckpt_path=\"last\"\) is set, but there is no (?:fault tolerant or )?last checkpoint available|"
-      r"Didn't find an RNG file",
-      ["unable", "ckpt_path", "didn"],
-      "A resume found no checkpoint (or no RNG state) and the run goes on from scratch or without it: harmless by "
-      "itself, the cause when a later step expects resumed state.",
-      evidence=[("deepspeed", r"^Unable to find latest file at"),
-                ("lightning", r"ckpt_path=\"last\"\) is set, but there is no"),
-                ("transformers", r"^Didn't find an RNG file")]),
     F("checkpoint-layout-mismatch", "checkpoint_corruption", ROOT, ["checkpoint_io_failed"],
       r"The checkpoint being loaded used a DP world size of \d+ but the current world size is|"
       r"configured \d+ optimizers but the checkpoint contains \d+ optimizers|"
@@ -544,7 +544,7 @@ FAMILIES = [
       r"\[enforce fail at [^\]]*gloo[^\]]*\]|gloo::EnforceNotMet",
       ["enforce", "gloo"],
       "A gloo internal check failed (other than the size mismatch and timeout families).",
-      evidence=[("gloo", r"^\[enforce fail at ⟪FILE")],
+      evidence=[("gloo", r"^\[enforce fail at ⟪FILE[^⟫]*⟫\] (?!op\.preamble\.length <= op\.nbytes)")],
       joins=[]),
 
     # ------------------------------------------------------------------ NCCL WARN lines (NCCL_DEBUG)
@@ -723,6 +723,13 @@ FAMILIES = [
       "Lightning saw a rank raise while others would wait, and terminates all processes to avoid a hang; the "
       "named rank's exception is the cause.",
       evidence=[("lightning", r"DeadLock detected from rank")]),
+    F("mp-spawn-process-failed", "rank_crash", CONSEQUENCE, ["launcher_summary"],
+      r"process \d+ terminated with (?:exit code -?\d+|signal \S+)|-- Process \d+ terminated with the following "
+      r"error|ProcessExitedException|ProcessRaisedException",
+      ["process", "processexitedexception", "processraisedexception"],
+      "torch.multiprocessing.spawn's report that a child process died or raised: it re-raises the child's failure "
+      "(the child's own traceback, printed below it, is the cause).",
+      evidence=[("torch", r"terminated with (?:exit code|signal|the following error)")]),
     F("subprocess-nonzero-exit", "rank_crash", CONSEQUENCE, ["launcher_summary"],
       r"CalledProcessError: Command '[^\n]*' (?:returned non-zero exit status -?\d+|died with <Signals)|"
       r"returned non-zero exit status -?\d+|Command '[^\n]*' died with ",
