@@ -199,6 +199,8 @@ def ancestors(exc_type: str) -> tuple[str, ...]:
         if n in out:
             continue
         out.append(n)
+        if n not in known and "_" + n in known:  # torch.distributed.DistStoreError = torch._C._DistStoreError
+            n = "_" + n
         if n in known:
             todo.extend(known[n]["bases"])
         else:

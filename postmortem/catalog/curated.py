@@ -83,7 +83,7 @@ FAMILIES = [
     F("cuda-out-of-memory", "gpu_oom", ROOT, ["memory_refused"],
       r"CUDA out of memory|CUDA error: out of memory|HIP out of memory|CUDA ran out of memory|"
       r"torch\.(?:cuda\.)?OutOfMemoryError|cudaErrorMemoryAllocation|XPU out of memory|"
-      r"Cuda failure '?out of memory|CUDA_ERROR_OUT_OF_MEMORY",
+      r"Cuda failure '?out of memory|CUDA_ERROR_OUT_OF_MEMORY|cuda runtime error \(2\) : out of memory",
       ["cuda", "hip", "outofmemoryerror", "cudaerrormemoryallocation", "xpu", "cuda_error_out_of_memory"],
       "The GPU allocator (or NCCL's CUDA calls) could not get device memory: the process ran out of GPU memory.",
       evidence=[("torch", r"^CUDA out of memory\. |CUDA ran out of memory outside"),
@@ -231,6 +231,13 @@ FAMILIES = [
       joins=[("torch", "PytorchStreamWriter failed {|}writing file {}: {|}file write failed"),
              ("torch", "PytorchStreamWriter failed {|}writing central directory for archive {}: {|}file write failed"),
              ("torch", "unexpected pos {} vs {}")]),
+    F("nccl-shm-failure", "nccl_error", ROOT, ["crashed"],
+      r"Error while \w+(?: to)? shared memory segment|failed to create shared memory (?:file|mapping)|"
+      r"Call to posix_fallocate failed|shm\.h:\d+ NCCL WARN",
+      ["error", "failed", "call", "shm"],
+      "NCCL could not create or map its /dev/shm segment (a container's small /dev/shm, permissions): the "
+      "communicator fails on this node.",
+      evidence=[("nccl", r"^Error while ⟪%s⟫ shared memory segment|failed to create shared memory")]),
     F("disk-full", "checkpoint_corruption", ROOT, ["checkpoint_io_failed"],
       r"[Nn]o space left on device|Disk quota exceeded|\[Errno 28\]|ENOSPC|\[Errno 122\]",
       ["space", "quota", "errno", "enospc"],
@@ -386,7 +393,9 @@ FAMILIES = [
       ["watchdog"],
       "The NCCL watchdog thread ended with an exception (a timeout or a communicator error) and brings the process "
       "down; the quoted exception says which.",
-      parts=[("torch", r"watchdog thread terminated with exception|\(Watchdog caught exception: ")]),
+      parts=[("torch", r"watchdog thread terminated with exception|\(Watchdog caught exception: ")],
+      joins=[("torch", "[Rank {}{|}] NCCL watchdog thread terminated with exception: {}"),
+             ("torch", "[PG {} Rank {}] {|}Process group watchdog thread terminated with exception: {}")]),
     F("nccl-watchdog-frames", "collective_timeout", CONSEQUENCE, ["waiting_in_collective"],
       r"c10d::ProcessGroupNCCL::(?:ncclCommWatchdog|workCleanupLoop|watchdogHandler|WorkNCCL::checkTimeout|"
       r"Watchdog::run|Watchdog::runLoop|HeartbeatMonitor::runLoop)|c10d::ProcessGroupNCCL::WorkNCCL::"
@@ -484,12 +493,12 @@ FAMILIES = [
                        "key-value store by key '{}{|}', but store->get('{}{|}') got error: {|}Socket Timeout")]),
     F("tcpstore-client-connect-timeout", "collective_timeout", CONSEQUENCE, ["store_wait"],
       r"The client socket has timed out after \S+ while trying to connect to|"
-      r"TCP client failed to connect/validate to host \S+ - timed out|timed out connecting: ",
+      r"TCP client failed to connect/validate to host \S+ - timed out",
       ["client", "tcp", "timed"],
       "A rank could not reach the rendezvous store (MASTER_ADDR:MASTER_PORT) in time: the store host is down, not "
       "yet up, or unreachable.",
       parts=[("torch", r"The client socket has timed out after|TCP client failed to connect/validate to host "
-                       r"⟪\{\}⟫:⟪\{\}⟫ - timed out|^timed out connecting: $")],
+                       r"⟪\{\}⟫:⟪\{\}⟫ - timed out")],
       joins=[("torch", "The client socket has timed out after {} while trying to connect to ({}, {}).")]),
     F("tcpstore-client-connect-retry", "collective_timeout", BENIGN, ["handled"],
       r"The client socket has failed to connect to |TCP client failed to connect/validate to host \S+ - retrying|"
@@ -518,6 +527,21 @@ FAMILIES = [
       parts=[("torch", r"^recvValueWithTimeout failed on|Failed to check the \"should dump\" flag")]),
 
     # ------------------------------------------------------------------ gloo / sockets
+    F("gloo-connect-retry", "nccl_error", BENIGN, ["handled"],
+      r"failed to connect, willRetry=1",
+      ["willretry"],
+      "gloo could not connect a pair yet and will retry (the peer may still be starting): harmless unless the "
+      "final attempt (willRetry=0) fails.",
+      evidence=[("gloo", r"^failed to connect, willRetry=", "1")]),
+    F("gloo-connect-failed", "nccl_error", CONSEQUENCE, ["peer_gone"],
+      r"Gloo connectFullMesh failed with|timed out connecting: |failed to connect, willRetry=0|"
+      r"\[[^\]]*gloo[^\]]*\] Connect timeout",
+      ["gloo", "timed", "willretry", "connect"],
+      "gloo could not connect to a peer while building its mesh (the peer is not listening: it crashed, restarted "
+      "or never came up).",
+      evidence=[("gloo", r"^failed to connect, willRetry=", "0"), ("gloo", r"Connect timeout")],
+      parts=[("torch", r"^timed out connecting: $|^Gloo connectFullMesh failed with $")],
+      joins=[("torch", "Gloo connectFullMesh failed with {}{|}timed out connecting: {}")]),
     F("gloo-timeout", "collective_timeout", CONSEQUENCE, ["waiting_in_collective"],
       r"Timed out waiting \S+ms for (?:recv|send) operation to complete|Read timeout \[|Write timeout \[|"
       r"Timed out waiting \d+ms for (?:recv|send)|gloo::EnforceNotMet[^\n]*Timed out",
@@ -565,12 +589,12 @@ FAMILIES = [
       evidence=[("nccl", r"^NET/Socket ?: (?:[Cc]all to|recv|send|socket progress error)|"
                          r"^socketProgress(?:Opt)?: Connection|^Net : Connection closed by remote peer|^Call to recv")]),
     F("nccl-proxy-error", "nccl_error", CONSEQUENCE, ["peer_gone"],
-      r"\[Proxy Service \d+\] Failed to execute operation|proxy(?:Progress|Service)?[^\n]*failed|"
+      r"\[Proxy Service \d+\] Failed to execute operation|Socket recv failed while polling for opId|"
       r"\[Service thread\] Error encountered progressing operation|\[Proxy Service\] Poll failed",
-      ["proxy", "service"],
+      ["proxy", "service", "socket"],
       "NCCL's proxy thread (which drives the network) failed an operation, usually because a peer disconnected.",
       evidence=[("nccl", r"^\[Proxy Service ⟪%d⟫\] Failed to execute operation|\[Service thread\] Error "
-                         r"encountered progressing|Proxy Service\] Poll failed")]),
+                         r"encountered progressing|Proxy Service\] Poll failed|Socket recv failed while polling")]),
     F("nccl-bootstrap-error", "nccl_error", ROOT, ["crashed"],
       r"Bootstrap ?: no socket interface found|bootstrap(?:Root|Net)?[^\n]*(?:failed|Connection)|"
       r"NET/Socket : No usable listening interface|Unable to establish connection|"
@@ -594,11 +618,19 @@ FAMILIES = [
       joins=[("cudart", "uncorrectable ECC error encountered")]),
     F("cuda-fell-off-bus", "gpu_hardware", ROOT, ["crashed"],
       r"fallen off the bus|GPU is lost|unspecified launch failure|CUDA error: (?:an )?unknown error|"
+      r"Unable to determine the device handle for GPU|"
       r"cudaErrorLaunchFailure|GPU has fallen off|no CUDA-capable device is detected|CUDA error: device not ready",
-      ["fallen", "gpu", "unspecified", "cuda", "cudaerrorlaunchfailure", "no"],
+      ["fallen", "gpu", "unspecified", "cuda", "cudaerrorlaunchfailure", "no", "unable"],
       "The GPU stopped answering (fell off the bus, launch failure, unknown error): usually a hardware, driver or "
       "power fault on that node.",
       joins=[("cudart", "unspecified launch failure"), ("cudart", "no CUDA-capable device is detected")]),
+    F("nvidia-xid", "gpu_hardware", ROOT, ["crashed"],
+      r"NVRM: Xid \(PCI:[0-9a-fA-F:.]+\): \d+|PCIe Bus Error: severity=(?:Uncorrected|Fatal)|"
+      r"AER: (?:Uncorrected|Fatal) error",
+      ["nvrm", "pcie", "aer"],
+      "The kernel driver logged a GPU Xid event or an uncorrected PCIe error for a device: a hardware or driver "
+      "fault on that node (which Xid says what).",
+      external="NVIDIA kernel driver (NVRM Xid), Linux PCIe AER (dmesg)"),
     F("cuda-illegal-address", "rank_crash", ROOT, ["crashed"],
       r"an illegal memory access was encountered|misaligned address|device-side assert triggered|"
       r"illegal instruction was encountered|cudaErrorIllegalAddress|CUDA error: an illegal",
@@ -642,7 +674,7 @@ FAMILIES = [
     F("fsdp-usage-error", "ddp_usage_error", ROOT, ["ddp_misuse"],
       r"FSDP (?:only supports|does not support|doesn't support|requires)|An FSDP-managed module|"
       r"Expects (?:the )?(?:flat parameter|FlatParameter)",
-      ["fsdp", "an", "expects"],
+      ["fsdp", "xlafsdp", "an", "expects"],
       "FSDP refused a configuration or state it does not support (wrapping, parameter or state-dict usage).",
       evidence=[("torch", r"^FSDP (?:only supports|does not support|doesn't support|requires)|"
                           r"^An FSDP-managed module")]),
