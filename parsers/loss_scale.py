@@ -59,14 +59,16 @@ _RULES: list[tuple[re.Pattern, str]] = [
     # fairseq trainer (NOTE: ... setting loss scale to: X) and amp_optimizer
     (re.compile(r"overflow detected, (?:ignoring gradient, )?setting (?:loss )?scale to:? (?:to )?" + _NUM),
      "skip_to"),
-    (re.compile(r"Gradient overflow, skipping update"), "skip"),
-    (re.compile(r"Grad overflow on iteration:? (\d+)"), "skip_iter"),
+    (re.compile(r"^(?:\S*OverflowError: )?setting loss scale to: " + _NUM), "skip_to"),  # fairseq's OverflowError
+    (re.compile(r"Gradient overflow, skipping update|NOTE: (?:gradient )?overflow detected"), "skip"),
+    (re.compile(r"Grad overflow on iteration(?::? (\d+))?"), "skip_iter"),
     # scale moves (DeepSpeed fused/unfused optimizers)
     (re.compile(r"Reducing dynamic loss scale from " + _NUM + r" to " + _NUM), "reduce"),
     (re.compile(r"Increasing dynamic loss scale from " + _NUM + r" to " + _NUM), "grow"),
     (re.compile(r"No Grad overflow for (\d+) iterations"), "clean_window"),
     (re.compile(r"setting loss scale from " + _NUM + r" -> " + _NUM), "set"),
-    (re.compile(r"(?:Using static loss scale of:?|with static loss scale:) " + _NUM), "static"),
+    (re.compile(r"(?:Using (?:static|dynamic) loss scale of:?|with static loss scale:)(?: " + _NUM + ")?"),
+     "static"),
     # progress reports: Megatron's interval line, DeepSpeed's step report
     (re.compile(r"loss scale: " + _NUM + r" \|(?:.*?number of skipped iterations:\s*(\d+))?"), "megatron"),
     (re.compile(r"\bstep=(\d+), skipped=(\d+),"), "ds_report"),
@@ -100,7 +102,7 @@ def read(message: str) -> ScaleEvent | None:
         if kind == "skip":
             return ScaleEvent("skip", skipped=True)
         if kind == "skip_iter":
-            return ScaleEvent("skip", skipped=True, iteration=int(g[0]))
+            return ScaleEvent("skip", skipped=True, iteration=int(g[0]) if g[0] else None)
         if kind == "reduce":
             return ScaleEvent("reduce", scale=_f(g[0]), reduced_to=_f(g[1]))
         if kind == "grow":

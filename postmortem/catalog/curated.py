@@ -47,11 +47,13 @@ FAMILIES = [
                 ("apex", r"^Gradient overflow|^OVERFLOW within closure|Gradient overflow, skipping update"),
                 ("fairseq", r"overflow detected, setting scale")]),
     F("loss-scale-overflow-note", "nan_inf", BENIGN, ["handled"],
-      r"Grad overflow on iteration|NOTE: (?:gradient )?overflow detected|number of skipped iterations:\s*[1-9]",
-      ["overflow", "skipped"],
+      r"Grad overflow on iteration|NOTE: (?:gradient )?overflow detected|number of skipped iterations:\s*[1-9]|"
+      r"setting loss scale to: ",
+      ["overflow", "skipped", "setting"],
       "A report that a step overflowed or was skipped (DeepSpeed's iteration note, fairseq's NOTE, Megatron's "
       "skipped-iterations counter): part of a loss-scale trajectory, not a failure by itself.",
-      evidence=[("deepspeed", r"^\s*Grad overflow on iteration"), ("fairseq", r"^NOTE: (?:gradient )?overflow"),
+      evidence=[("deepspeed", r"^\s*Grad overflow on iteration"), ("fairseq", r"^NOTE: (?:gradient )?overflow|"
+                                                                            r"^setting loss scale to: "),
                 ("apex", r"Grad overflow on iteration")]),
     F("loss-scale-change", "nan_inf", BENIGN, ["none"],
       r"(?:Increasing|Reducing) dynamic loss scale from|No Grad overflow for \d+ iterations|"
