@@ -150,6 +150,22 @@ def test_needs_are_in_every_line_a_pattern_matches():
                 assert need & set(words.findall(line.lower())), (fam.id, line[:200])
 
 
+def test_hyperscan_and_token_prefilters_agree():
+    """The two ways of finding candidate families give the same first match on every line."""
+    from postmortem.catalog import _candidates, _hyperscan
+    if _hyperscan() is None:
+        pytest.skip("hyperscan not installed")
+    msgs, _ = saved()
+    lines = [assemble.fill(r["text"], "smart") for r in msgs] + [x for c in _corpus_lines() for x in c]
+    fams = catalog.families()
+
+    def first(line, fast):
+        return next((fams[i].id for i in _candidates(line, fast) if fams[i].regex.search(line)), None)
+    for line in lines:
+        line = line[:catalog.MAX_LINE]
+        assert first(line, True) == first(line, False), line[:200]
+
+
 def test_families_cover_the_why_list():
     ids = {f.id for f in catalog.families()}
     for fid in ("checkpoint-path-missing", "hf-cant-load-pretrained", "torch-load-corrupt-archive",

@@ -7,8 +7,8 @@ postmortem/catalog/build.py; see postmortem/catalog/README.md).
     classify_exception(type, message, frames) -> ExceptionInfo(category, role, implies, reason, basis, family)
     exception_line(line)       -> (type, message) | None   an exception line of a traceback, any class name
 
-Pure and cheap: `re` only, the data file is read once per process; family_of looks up the line's words in an
-index of each family's required words before it runs any pattern.
+Pure and cheap: the data file is read once per process; family_of finds which of the families' required words
+occur in the line (Hyperscan when installed, else a tokenizer) and runs only those families' `re` patterns.
 """
 from __future__ import annotations
 
@@ -97,10 +97,49 @@ def family(family_id: str) -> Family:
     raise KeyError(family_id)
 
 
-def _candidates(message: str) -> list[int]:
+class _HyperscanWords:
+    """The needed words as one Hyperscan database (caseless substrings): which of them occur in a line, at ~2 us a
+    line instead of ~8 us for tokenizing it. A substring hit is a superset of a word hit, so the candidates only
+    grow; each candidate's pattern still decides."""
+
+    def __init__(self, words: list[str]):
+        import hyperscan as hs  # optional, as in parsers/literal_scan.py
+        self._hs = hs
+        self.words = words
+        self.db = hs.Database(mode=hs.HS_MODE_BLOCK)
+        self.db.compile(expressions=[re.escape(w).encode() for w in words], ids=list(range(len(words))),
+                        elements=len(words), flags=[hs.HS_FLAG_CASELESS | hs.HS_FLAG_SINGLEMATCH] * len(words))
+
+    def found(self, message: str) -> list[str]:
+        hits: list[int] = []
+
+        def on_match(i, _s, _e, _f, _c):
+            hits.append(i)
+        try:
+            # (python-hyperscan's own scratch is reused; passing one explicitly made a scan ~8x slower)
+            self.db.scan(message.encode("utf-8", "replace"), match_event_handler=on_match)
+        except self._hs.error:  # resources only: the caller falls back to tokens
+            return list(self.words)
+        return [self.words[i] for i in hits]
+
+
+@functools.lru_cache(maxsize=1)
+def _hyperscan() -> _HyperscanWords | None:
+    if os.environ.get("POSTMORTEM_NO_HYPERSCAN"):
+        return None
+    try:
+        return _HyperscanWords(sorted(_index()))
+    except Exception:  # noqa: BLE001 - not installed or not buildable here: the pure-Python path is used
+        return None
+
+
+def _candidates(message: str, fast: bool = True) -> list[int]:
+    """Positions of the families whose needed words occur in the line (a superset of those that match)."""
     idx = _index()
+    hs = _hyperscan() if fast else None
+    words = hs.found(message) if hs is not None else set(_WORD_RE.findall(message.lower()))
     found: set[int] = set()
-    for w in set(_WORD_RE.findall(message.lower())):
+    for w in words:
         hit = idx.get(w)
         if hit:
             found.update(hit)

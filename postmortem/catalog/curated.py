@@ -236,7 +236,7 @@ FAMILIES = [
     F("nccl-shm-failure", "nccl_error", ROOT, ["crashed"],
       r"Error while \w+(?: to)? shared memory segment|failed to create shared memory (?:file|mapping)|"
       r"Call to posix_fallocate failed|shm\.h:\d+ NCCL WARN",
-      ["error", "failed", "call", "shm"],
+      ["segment", "shared", "posix_fallocate", "shm"],
       "NCCL could not create or map its /dev/shm segment (a container's small /dev/shm, permissions): the "
       "communicator fails on this node.",
       evidence=[("nccl", r"^Error while ⟪%s⟫ shared memory segment|failed to create shared memory")]),
@@ -257,7 +257,7 @@ FAMILIES = [
     F("pickle-truncated", "checkpoint_corruption", ROOT, ["checkpoint_io_failed"],
       r"(?:EOFError|UnpicklingError)[^\n]*(?:Ran out of input|invalid load key|pickle data was truncated)|"
       r"^Ran out of input$|invalid load key, '|pickle data was truncated",
-      ["ran", "invalid", "pickle", "eoferror", "unpicklingerror"],
+      ["eoferror", "unpicklingerror", "input", "invalid", "truncated"],
       "A pickle stream (an old-format torch checkpoint, an optimizer state) ended early or is not a pickle: the "
       "file is truncated or corrupt.",
       evidence=[("cpython", r"^pickle data was truncated|invalid load key")],
@@ -265,7 +265,7 @@ FAMILIES = [
     F("zipfile-corrupt", "checkpoint_corruption", ROOT, ["checkpoint_io_failed"],
       r"File is not a zip file|Bad magic number for (?:file header|central directory)|Truncated file header|"
       r"zipfile\.BadZipFile",
-      ["file", "bad", "truncated", "badzipfile"],
+      ["zip", "magic", "truncated", "badzipfile"],
       "Python's zipfile found a truncated or non-zip file (checkpoints and datasets stored as zip archives).",
       evidence=[("cpython", r"^File is not a zip file|^Bad magic number for|^Truncated file header")]),
     F("weights-only-load-failed", "rank_crash", ROOT, ["checkpoint_io_failed"],
@@ -290,7 +290,7 @@ FAMILIES = [
       r"[Cc]heckpoint file not found: |Can't find a valid checkpoint at|Unable to find (?:'latest' |latest )?file at|"
       r"does not appear to have a file named|Error no file named|Tried to find \S+ but folder does not exist|"
       r"checkpoint load path: \S+ does not exist|universal checkpoint: \S+ does not exist",
-      ["such", "checkpoint", "can", "unable", "appear", "error", "tried", "universal"],
+      ["such", "checkpoint", "unable", "appear", "named", "folder"],
       "A checkpoint file or folder that a resume or load expects is missing (never written, deleted, written on "
       "another node, or cut short by a crash or a full disk before it was complete).",
       evidence=[("lightning", r"^Checkpoint at ⟪[^⟫]*⟫ not found"),
@@ -436,7 +436,7 @@ FAMILIES = [
     F("gloo-size-mismatch", "barrier_skew", ROOT, ["collective_mismatch"],
       r"op\.preamble\.length <= op\.nbytes|preamble\.length <= op\.nbytes|Mismatch in (?:nbytes|size)|"
       r"collective mismatch error|posted incorrect receive info|message truncated : receiving \d+ bytes instead of",
-      ["op", "preamble", "mismatch", "collective", "posted", "message"],
+      ["preamble", "mismatch", "posted", "truncated"],
       "gloo received a message of another size than the local collective expects: the ranks issued different "
       "collectives (or different shapes) at the same point.",
       evidence=[("gloo", r"op\.preamble\.length <= op\.nbytes"),
@@ -446,7 +446,7 @@ FAMILIES = [
     F("monitored-barrier-rank-failed", "collective_timeout", CONSEQUENCE, ["waiting_in_collective"],
       r"Rank \d+ failed to pass monitoredBarrier in \d+ ms|[Rr]anks? [\d, ]+ failed to pass monitoredBarrier|"
       r"timed out in monitoredBarrier after|No ranks successfully processed in monitoredBarrier",
-      ["failed", "timed", "ranks", "no"],
+      ["monitoredbarrier"],
       "monitored_barrier on rank 0 timed out waiting for the named ranks: those ranks did not reach the barrier "
       "(they are the culprits; the printing rank waited).",
       parts=[("torch", r"failed to pass monitoredBarrier in|timed out in monitoredBarrier after|"
@@ -547,7 +547,7 @@ FAMILIES = [
     F("gloo-timeout", "collective_timeout", CONSEQUENCE, ["waiting_in_collective"],
       r"Timed out waiting \S+ms for (?:recv|send) operation to complete|Read timeout \[|Write timeout \[|"
       r"Timed out waiting \d+ms for (?:recv|send)|gloo::EnforceNotMet[^\n]*Timed out",
-      ["timed", "read", "write", "gloo"],
+      ["timed", "timeout"],
       "A gloo send/recv waited longer than the timeout for its peer: this rank waited for another.",
       evidence=[("gloo", r"Timed out waiting ⟪|Read timeout|Write timeout", "[10.0.0.7]:29500")]),
     F("peer-connection-closed", "nccl_error", CONSEQUENCE, ["peer_gone"],
@@ -585,7 +585,7 @@ FAMILIES = [
       r"NET/Socket ?: (?:[Cc]all to|recv|send|socket progress error)|Call to recv failed|"
       r"socketProgress(?:Opt)?: Connection (?:closed|reset)|Net : Connection closed by remote peer|"
       r"Call to recv from \S+ failed",
-      ["net", "socketprogress", "socketprogressopt", "call"],
+      ["socket", "recv", "socketprogress", "socketprogressopt", "remote"],
       "An NCCL socket transfer failed or the connection closed (usually the peer process died), or message sizes "
       "disagree across ranks.",
       evidence=[("nccl", r"^NET/Socket ?: (?:[Cc]all to|recv|send|socket progress error)|"
@@ -622,7 +622,7 @@ FAMILIES = [
       r"fallen off the bus|GPU is lost|unspecified launch failure|CUDA error: (?:an )?unknown error|"
       r"Unable to determine the device handle for GPU|"
       r"cudaErrorLaunchFailure|GPU has fallen off|no CUDA-capable device is detected|CUDA error: device not ready",
-      ["fallen", "gpu", "unspecified", "cuda", "cudaerrorlaunchfailure", "no", "unable"],
+      ["fallen", "lost", "unspecified", "cuda", "cudaerrorlaunchfailure", "handle", "capable"],
       "The GPU stopped answering (fell off the bus, launch failure, unknown error): usually a hardware, driver or "
       "power fault on that node.",
       joins=[("cudart", "unspecified launch failure"), ("cudart", "no CUDA-capable device is detected")]),
@@ -669,14 +669,14 @@ FAMILIES = [
     F("ddp-find-unused-no-unused", "ddp_usage_error", BENIGN, ["none"],
       r"find_unused_parameters=True was specified in DDP constructor, but did not find any unused parameters|"
       r"Grad strides do not match bucket view strides",
-      ["find_unused_parameters", "grad"],
+      ["find_unused_parameters", "strides"],
       "DDP performance warnings (an unneeded find_unused_parameters, gradient layout mismatch): harmless.",
       parts=[("torch", r"^find_unused_parameters=True was specified in DDP constructor|"
                        r"Grad strides do not match bucket view strides")]),
     F("fsdp-usage-error", "ddp_usage_error", ROOT, ["ddp_misuse"],
       r"FSDP (?:only supports|does not support|doesn't support|requires)|An FSDP-managed module|"
       r"Expects (?:the )?(?:flat parameter|FlatParameter)",
-      ["fsdp", "xlafsdp", "an", "expects"],
+      ["fsdp", "xlafsdp", "flat", "flatparameter"],
       "FSDP refused a configuration or state it does not support (wrapping, parameter or state-dict usage).",
       evidence=[("torch", r"^FSDP (?:only supports|does not support|doesn't support|requires)|"
                           r"^An FSDP-managed module")]),
@@ -685,13 +685,13 @@ FAMILIES = [
     F("gradscaler-no-inf-checks", "rank_crash", ROOT, ["crashed"],
       r"No inf checks were recorded (?:for this optimizer|prior to update)|"
       r"unscale_\(\) has already been called on this optimizer",
-      ["no", "unscale_"],
+      ["checks", "unscale_"],
       "GradScaler misuse: step() without gradients recorded for the optimizer, or unscale_ called twice.",
       evidence=[("torch", r"^No inf checks were recorded|^unscale_\(\) has already been called")]),
     F("anomaly-error-context", "rank_crash", ROOT, ["crashed"],
       r"Error detected in \w+Backward\w*\. Traceback of forward call that caused the error|"
       r"Traceback of forward call that caused the error",
-      ["error", "traceback"],
+      ["detected", "forward"],
       "Autograd anomaly mode prints the forward traceback of the op whose backward failed; the error that follows "
       "says what failed.",
       parts=[("torch", r"Traceback of forward call that caused the error|^Error detected in $")],
@@ -721,7 +721,7 @@ FAMILIES = [
       evidence=[("torch", r"got signal: ⟪|death signal, shutting down workers|^Got termination signal")]),
     F("elastic-exit-barrier", "collective_timeout", CONSEQUENCE, ["store_wait"],
       r"Error waiting on exit barrier\. Elapsed: \S+ seconds",
-      ["error"],
+      ["barrier"],
       "A node's agent finished its workers but the other nodes did not reach the exit barrier in time: they are "
       "still running or stuck.",
       evidence=[("torch", r"^Error waiting on exit barrier")]),
@@ -742,7 +742,7 @@ FAMILIES = [
                           r"rendezvous '⟪[^⟫]*⟫' has been closed|^Rendezvous timeout")]),
     F("deepspeed-launcher-kill", "rank_crash", CONSEQUENCE, ["launcher_summary"],
       r"Killing subprocess \d+|exits with return code = -?\d+|Main process received \S+, exiting",
-      ["killing", "exits", "main"],
+      ["killing", "exits", "exiting"],
       "DeepSpeed's launcher saw a rank exit and kills the others (or was signalled): a summary, not a cause.",
       evidence=[("deepspeed", r"^Killing subprocess|exits with return code|Main process received")]),
     F("lightning-sigterm", "rank_crash", CONSEQUENCE, ["launcher_terminated"],
@@ -760,7 +760,7 @@ FAMILIES = [
     F("mp-spawn-process-failed", "rank_crash", CONSEQUENCE, ["launcher_summary"],
       r"process \d+ terminated with (?:exit code -?\d+|signal \S+)|-- Process \d+ terminated with the following "
       r"error|ProcessExitedException|ProcessRaisedException",
-      ["process", "processexitedexception", "processraisedexception"],
+      ["terminated", "processexitedexception", "processraisedexception"],
       "torch.multiprocessing.spawn's report that a child process died or raised: it re-raises the child's failure "
       "(the child's own traceback, printed below it, is the cause).",
       evidence=[("torch", r"terminated with (?:exit code|signal|the following error)")]),
