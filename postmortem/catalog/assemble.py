@@ -227,7 +227,10 @@ def assemble(msgs: list[dict], classes: list[dict], joins_src: dict[str, dict[st
     keep_idx = set(covered)
     for f in fams:
         for r, _v in select(msgs, f["evidence"]) + select(msgs, f["parts"]):
-            keep_idx.add(pos[id(r)])
+            i = pos[id(r)]
+            keep_idx.add(i)
+            if f["id"] not in covered.setdefault(i, []):  # built from it (a sample value, or a C++ fragment)
+                covered[i].append(f["id"])
     rest = [i for i in range(len(msgs)) if i not in keep_idx]
     rng = random.Random(23)
     sample = set(rng.sample(rest, min(SAMPLE_REST, len(rest))))

@@ -114,6 +114,10 @@ def _brace_template(fmt: str, args: list[ast.AST], kwargs: dict[str, ast.AST]) -
     return "".join(out)
 
 
+_MESSAGE_NAME = re.compile(r"^_?(?:msg|message|reason|err_msg|error_msg|error_message|warn_msg|warning_msg|"
+                           r"warning_message|msg_str|err_str)$")
+
+
 class _PyVisitor(ast.NodeVisitor):
     """Collects messages of one module; resolves a message held in a local name from its assignments."""
 
@@ -188,6 +192,12 @@ class _PyVisitor(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and _stringy(node.value):
             self.scopes[-1][node.targets[0].id] = [node.value]
+            # a message built into a variable and handed to a helper we do not follow (`reason = f"..."`;
+            # `self._log_info(trainer, reason)`): kept when the name says it is a message
+            if _MESSAGE_NAME.match(node.targets[0].id):
+                text = self.text(node.value)
+                if literal_share(text) >= 12:
+                    self.msgs.append(Msg(self.lib, self.file, "assign", text[:MAX_TEXT], line=node.lineno))
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
