@@ -449,15 +449,24 @@ def test_classify_real_tracebacks():
 
 
 def test_family_of_cost_is_small():
-    """family_of reads a line in a few microseconds (measured: README); a loose bound so that a regression to a
-    regex-per-family scan fails."""
+    """family_of costs a few microseconds a line (README, benchmarks/catalog_family_of.py); relative to running
+    every pattern on the same lines in the same process (load-independent), it must stay several times cheaper."""
     import time
     msgs, _ = saved()
-    lines = [assemble.fill(r["text"], "smart") for r in msgs][:3000]
-    lines += ["Epoch 3: 100%|##########| 50/50 [00:03<00:00, it/s, loss=0.412, lr=1e-4, grad_norm=0.93]"] * 3000
+    lines = [assemble.fill(r["text"], "smart") for r in msgs][:2000]
+    lines += ["Epoch 3: 100%|##########| 50/50 [00:03<00:00, it/s, loss=0.412, lr=1e-4, grad_norm=0.93]"] * 2000
+    fams = catalog.families()
     catalog.family_of("warm")
-    t = time.perf_counter()
-    for line in lines:
-        catalog.family_of(line)
-    per_line = (time.perf_counter() - t) / len(lines)
-    assert per_line < 200e-6, per_line
+
+    def run(fn) -> float:
+        best = 1e9
+        for _ in range(3):
+            t = time.perf_counter()
+            for line in lines:
+                fn(line)
+            best = min(best, time.perf_counter() - t)
+        return best
+    fast = run(catalog.family_of)
+    naive = run(lambda line: next((f for f in fams if f.regex.search(line)), None))
+    assert fast * 5 < naive, (fast, naive)
+    assert fast / len(lines) < 500e-6
