@@ -16,7 +16,7 @@ from postmortem.catalog import assemble, curated
 from postmortem.catalog.extract import PLACEHOLDER_RE
 
 ROOT = Path(__file__).resolve().parent.parent
-EXTRACT = ROOT / "tests" / "fixtures" / "catalog" / "extract.jsonl.gz"
+EXTRACT = ROOT / "tests" / "catalog_data" / "extract.jsonl.gz"
 SHARED = Path("/work/shared")
 CATEGORIES = {"gpu_oom", "host_oom", "dataloader_failure", "barrier_skew", "straggler", "logging_blocking",
               "checkpoint_corruption", "nccl_error", "gpu_hardware", "nan_inf", "ddp_usage_error", "rank_crash",

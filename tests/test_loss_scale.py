@@ -15,7 +15,7 @@ from parsers.loss_scale import ScaleEvent, collapse, read
 from postmortem.catalog.extract import PLACEHOLDER_RE
 
 ROOT = Path(__file__).resolve().parent.parent
-EXTRACT = ROOT / "tests" / "fixtures" / "catalog" / "extract.jsonl.gz"
+EXTRACT = ROOT / "tests" / "catalog_data" / "extract.jsonl.gz"
 CORPUS = Path("/work/shared/corpus")
 LOSS_SCALE_FAMILIES = {"loss-scale-at-minimum", "loss-scale-overflow-skip", "loss-scale-overflow-note",
                        "loss-scale-change"}

@@ -3,8 +3,8 @@
     python -m postmortem.catalog.build extract --torch DIR ... --wheel LIB=FILE ... --git LIB=GITDIR@REV,REV ...
         --out FULL.jsonl.gz          every in-scope message of every release, versions merged
     python -m postmortem.catalog.build assemble --extract FULL.jsonl.gz
-        writes postmortem/catalog/families.json and tests/fixtures/catalog/extract.jsonl.gz (the strings the
-        families cover plus a bounded sample of the rest); `--extract tests/fixtures/catalog/extract.jsonl.gz`
+        writes postmortem/catalog/families.json and tests/catalog_data/extract.jsonl.gz (the strings the
+        families cover plus a bounded sample of the rest); `--extract tests/catalog_data/extract.jsonl.gz`
         re-assembles from the saved extract after a change to curated.py.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from postmortem.catalog import sources as src
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 FAMILIES_JSON = os.path.join(HERE, "families.json")
-SAVED_EXTRACT = os.path.join(REPO, "tests", "fixtures", "catalog", "extract.jsonl.gz")
+SAVED_EXTRACT = os.path.join(REPO, "tests", "catalog_data", "extract.jsonl.gz")
 SAMPLE_REST = 1500   # uncovered strings kept in the saved extract (the negative material of the tests)
 
 
