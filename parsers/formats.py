@@ -159,6 +159,15 @@ FORMAT_DEFS: list[dict] = [
      "triggers": ["RuntimeWarning", "Gradient overflow"],
      "pattern": r"(?:RuntimeWarning: (?P<what>divide by zero|invalid value|overflow) encountered in (?P<op>\w+)|Gradient overflow\.\s+Skipping step)",
      "samples": [("../libs/box_utils/bbox_transform.py:99: RuntimeWarning: divide by zero encountered in log", {"what": "divide by zero", "op": "log"})]},
+    # fp16 dynamic loss scaling (DeepSpeed, apex, fairseq, Megatron, users logging GradScaler's scale): read into a
+    # trajectory by parsers/loss_scale.py; a collapse towards the floor is a numeric failure, early skips calibration
+    {"name": "loss-scale", "kind": "loss_scale", "level": "info",
+     "triggers": ["loss scale", "Loss scale", "loss_scale", "Skipping step", "overflow", "OVERFLOW", "skipped=",
+                  "cannot decrease scale", "grad_scale"],
+     "pattern": r"(?i)(?:loss[ _]scale|skipping step|gradient overflow|grad overflow|overflow detected|overflow!|"
+                r"cannot decrease scale|\bstep=\d+, skipped=\d+|grad_scale)",
+     "samples": [("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768", {}),
+                 ("Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.", {})]},
     # ---- DDP misuse
     {"name": "ddp-unused", "kind": "ddp_error", "level": "error",
      "triggers": ["did not receive grad", "finished reduction in the prior iteration", "marked as ready", "mark a variable ready", "appears not to match", "DDP expects same model"],

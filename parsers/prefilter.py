@@ -450,7 +450,8 @@ class LineScanner:
         parts = parts[-n:]
         last = self.stats.lines
         clean = textio.clean
-        return [(last - len(parts) + 1 + i, clean(_decode(p[:2048]))) for i, p in enumerate(parts)]
+        # a line's end is what a terminal shows of it (the last redraw of a progress bar)
+        return [(last - len(parts) + 1 + i, clean(_decode(p[-4096:]))) for i, p in enumerate(parts)]
 
     def head_lines(self, n: int) -> list[str]:
         """The first n lines (cleaned, decoded) without consuming them: for file-level prefix schemes."""

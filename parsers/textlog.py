@@ -699,7 +699,7 @@ class _Tail:
         self.lines = lines
 
     def tail_lines(self, n: int) -> list[tuple[int, str]]:
-        return list(self.lines)[-n:]
+        return [(ln, raw[-4096:]) for ln, raw in list(self.lines)[-n:]]  # as LineScanner.tail_lines
 
 
 _JSON_MESSAGE_KEYS = ("msg", "message", "text", "event", "log", "record")

@@ -50,18 +50,37 @@ ROOT_EVENT_KINDS = ("oom", "host_oom", "dataloader", "checkpoint_error", "enospc
 WAIT_EVENT_KINDS = ("watchdog_timeout", "collective_timeout", "watchdog_status", "store_error")
 
 
-def exception_role(exc_type, exc_message) -> str:
-    """`lost_peer`, `waiting`, `terminated` (consequences) or `root` for one exception, by class."""
+_CONSEQUENCE_END = {"peer_gone": "lost_peer", "waiting_in_collective": "waiting", "store_wait": "waiting",
+                    "launcher_terminated": "terminated", "launcher_summary": "terminated"}
+
+
+def exception_role(exc_type, exc_message, frames=None) -> str:
+    """`lost_peer`, `waiting`, `terminated` (consequences), `handled` (benign) or `root` for one exception, by its
+    class and message family in the catalog (postmortem.catalog); wording the catalog does not know falls back to
+    the classes of words here."""
+    return classify(exc_type, exc_message, frames)[0]
+
+
+def classify(exc_type, exc_message, frames=None) -> tuple[str, str, str]:
+    """(role as in exception_role, category, basis) of one exception; basis: family, class, frame or default."""
+    from postmortem import catalog
     t, m = str(exc_type or ""), str(exc_message or "")[:600]
-    if _PEER_GONE.search(m):
-        return "lost_peer"
-    if _WAIT_EXC.search(t) or _WAIT_MSG.search(m):
-        return "waiting"
-    if _STOP_EXC.search(t) or t == "<truncated>":
-        return "terminated"
-    if re.search(r"(?i)got signal|SIGTERM|Terminated", m):
-        return "terminated"
-    return "root"
+    if t == "<truncated>":
+        return "terminated", "rank_crash", "class"
+    info = catalog.classify_exception(t, m, frames)
+    if info.role == "consequence":
+        end = next((_CONSEQUENCE_END[i] for i in info.implies if i in _CONSEQUENCE_END), "waiting")
+        return end, info.category, info.basis
+    if info.role == "benign":
+        return "handled", info.category, info.basis
+    if info.basis == "default":  # an ordinary exception: words of a consequence the catalog has no family for
+        if _PEER_GONE.search(m):
+            return "lost_peer", "nccl_error", "default"
+        if _WAIT_EXC.search(t) or _WAIT_MSG.search(m):
+            return "waiting", "collective_timeout", "default"
+        if _STOP_EXC.search(t) or re.search(r"(?i)got signal|SIGTERM|Terminated", m):
+            return "terminated", "rank_crash", "default"
+    return "root", info.category, info.basis
 
 
 def fatal_signal_name(details: dict | None, message: str = "") -> str | None:
@@ -140,12 +159,12 @@ class _Ends:
     def __init__(self):
         self.cands: dict[int, list[tuple]] = {}
 
-    def add(self, rank, end: str, detail: str, source, line, ts) -> None:
+    def add(self, rank, end: str, detail: str, source, line, ts, category: str | None = None) -> None:
         if _null(rank):
             return
         pos = (0, _time(ts).value) if _time(ts) is not None else (1, int(line) if not _null(line) else 0)
         self.cands.setdefault(int(rank), []).append((_PRIORITY.index(end), pos, end, detail[:300],
-                                                     _at(source, line), _time(ts)))
+                                                     _at(source, line), _time(ts), category))
 
     def best(self, rank: int):
         c = self.cands.get(rank)
@@ -164,12 +183,13 @@ def fill_ends(tables, rows: dict, row) -> None:
         for rec, was_handled in zip(tb.itertuples(index=False), handled):
             if str(rec.exc_type).endswith("Warning"):
                 continue
-            role = exception_role(rec.exc_type, rec.exc_message)
-            if role == "root" and was_handled:
+            role, category, basis = classify(rec.exc_type, rec.exc_message, rec.frames)
+            if role == "handled" or role == "root" and was_handled:
                 continue
             end = "exception" if role == "root" else role
             ends.add(rec.rank, end, f"{rec.exc_type}: {str(rec.exc_message)[:200]}", rec.source,
-                     rec.end_line if not _null(rec.end_line) else rec.line, rec.ts)
+                     rec.end_line if not _null(rec.end_line) else rec.line, rec.ts,
+                     f"{category}:{basis}" if role == "root" else None)
     _event_ends(tables, ends, goes)
     for r, rr in rows.items():
         cls = rr.get("stack_class")
@@ -186,10 +206,19 @@ def fill_ends(tables, rows: dict, row) -> None:
             if rr.get("files") or rr.get("last_activity") or rr.get("last_step") is not None:
                 rr.update(end="running", end_cause=None)
             continue
-        _, _, end, detail, at, ts = b
+        _, _, end, detail, at, ts, category = b
         cause = "root" if end in ROOT_ENDS else "normal" if end == "exited" else \
             "consequence" if end in CONSEQUENCE_ENDS else None
-        rr.update(end=end, end_detail=detail, end_cause=cause, end_at=at, end_ts=ts)
+        if category is None and end == "exception":
+            category = _event_category(detail)
+        rr.update(end=end, end_detail=detail, end_cause=cause, end_at=at, end_ts=ts, end_category=category)
+
+
+def _event_category(detail: str) -> str | None:
+    """The catalog's category of an error line that ended a rank (no traceback: a bare OOM, a C++ abort)."""
+    from postmortem import catalog
+    fam = catalog.family_of(detail.split(": ", 1)[-1])
+    return f"{fam.category}:family" if fam is not None and fam.role == "root" else None
 
 
 def _split_at(at) -> tuple:

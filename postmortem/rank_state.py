@@ -14,7 +14,7 @@ from postmortem.rules.facts import WAIT_KINDS
 COLUMNS = ["rank", "host", "last_step", "last_step_ts", "last_step_at", "last_ts", "last_activity",
            "last_activity_at", "last_enqueued", "last_started", "last_completed", "last_op", "collective_at", "waiting",
            "stack_class", "stack_where", "stack_in_step", "stack_signature", "stack_at", "first_error", "first_error_ts",
-           "first_error_at", "exit", "exit_at", "end", "end_detail", "end_cause", "end_at", "end_ts", "files"]
+           "first_error_at", "exit", "exit_at", "end", "end_detail", "end_cause", "end_category", "end_at", "end_ts", "files"]
 
 # Column -> (dtype, meaning): the reference for docs/tables.md and the notebook API.
 COLUMN_DOCS = {
@@ -53,6 +53,8 @@ COLUMN_DOCS = {
     "end_detail": ("object", "what ended it: the exception, the signal, the exit code, the collective it waited in"),
     "end_cause": ("object", "root (it ended on its own), consequence (of another rank: timeouts, closed peers, the "
                             "launcher's SIGTERM), normal, or null"),
+    "end_category": ("object", "for a rank that ended on its own: the failure category its end says, from the "
+                               "message catalog (`category:basis`, basis = family, class, frame or default)"),
     "end_at": ("object", "source:line of the end"),
     "end_ts": ("datetime64[ns, UTC]", "time of the end where a line gives it"),
     "files": ("object", "the rank's own log files (list)"),

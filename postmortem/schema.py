@@ -237,6 +237,17 @@ def reference_markdown() -> str:
             "| column | dtype | meaning |", "|---|---|---|"]
     out += [f"| `{c}` | {dtype} | {meaning} |" for c, (dtype, meaning) in RANK_DOCS.items()]
     out.append("")
+    from postmortem.odd_lines import COLUMN_DOCS as ODD_DOCS
+    out += ["## `odd_lines`", "",
+            "The odd lines, found without knowing their words (`a.tables.odd_lines`, `postmortem/odd_lines.py`): "
+            "each rank's last lines (`last_lines`) reduced to template keys and compared across ranks. `minority`: a "
+            "template a minority of ranks printed near their end, new there; `missing`: a template every rank but a "
+            "minority printed near its end (the ranks listed did not). With `--baseline GOOD_RUN` (API: "
+            "`analyze(path, baseline=...)`) a template the good run printed is not new. `suspect` rows point at the "
+            "culprits when the ranks' ends alone name none; the verdict cites them.", "",
+            "| column | dtype | meaning |", "|---|---|---|"]
+    out += [f"| `{c}` | {dtype} | {meaning} |" for c, (dtype, meaning) in ODD_DOCS.items()]
+    out.append("")
     out += ["## `Analysis` attributes", "",
             "| attribute | what |", "|---|---|",
             "| `a.verdict` | the answer (`Verdict`: category, phase, rule, confidence, culprit_ranks, step, summary) |",

@@ -112,7 +112,7 @@ def traceback_stacks(stacks: pd.DataFrame, tracebacks: pd.DataFrame) -> pd.DataF
         frames = tb.frames or []
         if len(frames) < 2 or stacks_mod.is_launcher(frames):
             continue  # a launcher's own traceback (mp.spawn's join, torchrun's agent) is no rank's stack
-        role = exception_role(tb.exc_type, tb.exc_message)
+        role = exception_role(tb.exc_type, tb.exc_message, frames)
         where = _WHERE_EXC.search(str(tb.exc_type)) or _WHERE_MSG.search(str(tb.exc_message)[:300]) \
             or role in ("lost_peer", "waiting")
         if not where and stacks_mod.classify_frames(frames) != "collective_wait":

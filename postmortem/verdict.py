@@ -28,6 +28,10 @@ def decide(findings: list[Finding], has_inputs: bool, signals=None, ranks=None,
         return _no_finding(signals, culprits), []
     root = ordered[0]
     _follow_culprits(root, culprits, ranks)
+    # The asymmetry's own finding adds nothing below a root that names the same culprits, and its odd-lines guess
+    # is no rival to a root that explains the failure.
+    ordered = [root] + [f for f in ordered[1:] if not (
+        f.rule == "end-state-asymmetry" and (set(f.culprit_ranks) <= set(root.culprit_ranks) or f.category == "unknown"))]
     if root.step is None and root.culprit_ranks:
         root.step = culprit_step(ranks, root.culprit_ranks)
     for f in ordered[1:]:
