@@ -9,7 +9,7 @@ import pandas as pd
 from postmortem.findings import Evidence, Finding
 from postmortem.sentences import sentence_case
 from postmortem.rules import facts, rule
-from postmortem.stacks import classify_frames, is_launcher, waits_inside_backward
+from postmortem.stacks import classify_frames, classify_thread, is_launcher, waits_inside_backward
 from postmortem.stacks.classify import STEP_FRAMES
 
 _LOGGING = re.compile(r"wandb/|tensorboard|tensorboardx|tqdm/|rich/|mlflow|comet_ml|neptune")
@@ -119,7 +119,7 @@ def odd_rank_stack(tables):
     latest = latest[~latest["frames"].map(is_launcher)]
     if len(latest) < 2:
         return _single_process(tables)
-    cls = {u: _classify(fr) for u, fr in zip(latest["_unit"], latest["frames"])}
+    cls = {u: classify_thread(fr, act) for u, fr, act in zip(latest["_unit"], latest["frames"], latest["active"])}
     # A rank in autograd's backward while others wait in collectives, or that reported the timeout itself, waits in
     # DDP's gradient all-reduce there (py-spy without --native shows no frame below backward).
     others_wait = any(c == "collective_wait" for c in cls.values())

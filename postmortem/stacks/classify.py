@@ -229,3 +229,22 @@ def in_training_step(frames: list[dict]) -> bool:
         if STEP_FRAMES.search(name.rsplit(".", 1)[-1]):
             return True
     return False
+
+
+_LOGGING_NAME = re.compile(r"(?i)(?:^|_)(?:log|logs|logging|logger|print|report|emit|write|flush|dump_metrics|"
+                           r"metrics?)(?:_|$)")
+
+
+def classify_thread(frames: list[dict], active=None) -> str:
+    """classify_frames, plus what an idle thread in the user's own code says: py-spy marks a thread idle when it
+    waits in a system call, and Python frames show no builtin below the user's line; a user function that logs or
+    prints (by its name) idle there is blocked writing its output (a full pipe, a stalled file system, a handler
+    lock), so the stack is logging. `active`: py-spy's active flag (None when unknown)."""
+    cls = classify_frames(frames)
+    if cls != "unknown" or active is not False:
+        return cls
+    user = next((f for f in frames or [] if not is_native(f)), None)
+    if user is not None and user is last_user_frame(frames) and _LOGGING_NAME.search(bare_name(user.get("func"))
+                                                                                     .rsplit(".", 1)[-1]):
+        return "logging"
+    return cls
