@@ -53,10 +53,12 @@ class Analysis:
         from reports.json_report import to_json
         return to_json(self, indent=indent)
 
-    def to_text(self) -> str:
-        """The terminal summary."""
+    def to_text(self, lang: str = "en") -> str:
+        """The terminal summary (`lang`: "en" or "zh")."""
+        from reports.i18n import catalogue
         from reports.text_report import render_text
-        return render_text(self)
+        catalogue(lang)  # an unknown language is a ValueError here, as for to_html
+        return render_text(self, lang=lang)
 
     def to_html(self, **options) -> str:
         """The self-contained HTML report."""
@@ -224,9 +226,27 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
     signals = signals_mod.collect(tables)
     tables.meta["signals"] = signals
     verdict, findings = verdict_mod.decide(findings, has_inputs, signals, tables.frames["ranks"])
+    explain(verdict, findings, tables)
     gaps = gaps_mod.evidence_gaps(tables, verdict) if verdict else []
     return Analysis(input=path, sources=sources, tables=tables, findings=findings, verdict=verdict,
                     evidence_gaps=gaps)
+
+
+def explain(verdict: Verdict | None, findings: list[Finding], tables) -> None:
+    """Fill the verdict's why, fix and evidence from its root mechanism (postmortem.advice), and say so when nothing
+    in the input looks like a training job's output. Category, culprits and confidence stay as decided."""
+    from postmortem import advice as advice_mod
+    from postmortem import recognised
+    if verdict is None:
+        return
+    adv = advice_mod.advise(findings, tables.frames.get("ranks"))
+    if adv is not None:
+        verdict.why, verdict.fix, verdict.mechanism = adv.why, adv.fix, adv.mechanism
+        verdict.evidence = list(findings[0].evidence)
+    if verdict.category == "no_failure" and not findings and not recognised.looks_like_training(tables):
+        verdict.summary = recognised.NOT_TRAINING_SUMMARY
+        verdict.confidence = min(verdict.confidence, recognised.NOT_TRAINING_CONFIDENCE)
+        verdict.mechanism = "not_a_training_log"
 
 
 class _Preload:

@@ -1,6 +1,8 @@
 """Table schemas (one place, versioned) and the validation applied where each DataFrame is built."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from postmortem.columns import Columns, to_columns  # noqa: F401 - re-exported
@@ -62,46 +64,112 @@ def check_columns(table: str, names) -> None:
         raise ValueError(f"table {table}: unknown columns {sorted(extra)}")
 
 
-def frame_from_columns(table: str, data: dict[str, list], n: int) -> pd.DataFrame:
-    """Build a validated DataFrame for `table` from column lists of length n (absent columns are null)."""
+def frame_from_columns(table: str, data: dict[str, list], n: int, ts_ref=None) -> pd.DataFrame:
+    """Build a validated DataFrame for `table` from column lists of length n (absent columns are null).
+
+    `ts_ref` (a UTC Timestamp) gives stamps without a year (glog's `W1121 14:03:58`, syslog's `Nov 20 16:03:25`) the
+    year that puts them nearest to it; without it they stay NaT, and `df.attrs["ts_without_year"]` counts them."""
     cols = columns(table)
     check_columns(table, data)
     out = {}
+    undated = 0
     for col in cols:
         values = pd.Series(data[col] if col in data else [None] * n, dtype=object)
         if col == "ts":
-            out[col] = _times(values)
+            out[col], undated = times(values, ts_ref)
         elif col == "parsed_ok":
             out[col] = values.fillna(False).astype(bool)
         elif col in DTYPES:
             out[col] = _coerce(values, DTYPES[col])
         else:
             out[col] = values
-    return pd.DataFrame(out, columns=cols)
+    df = pd.DataFrame(out, columns=cols)
+    if undated:
+        df.attrs["ts_without_year"] = undated
+    return df
 
 
 TS_DTYPE = "datetime64[ns, UTC]"
+_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
+                                       "Dec"), 1)}
+_SYSLOG_TS = re.compile(r"^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d{1,2}) (\d\d:\d\d:\d\d(?:[.,]\d+)?)$")
+_SLASH_DATE = re.compile(r"^(\d\d)/(\d\d)/(\d{4})(?:[ T_](.*))?$")
+_NO_YEAR = re.compile(r"^--(\d\d)-(\d\d)T(.+)$")
+_HAS_YEAR = re.compile(r"(?<!\d)(?:1[6-9]|2\d)\d\d(?!\d)")
 
 
-def _times(values: pd.Series) -> pd.Series:
-    """UTC datetimes in one unit for every table (pandas would pick s or us per table from the values)."""
+def _normal_stamp(text: str) -> str | None:
+    """A stamp the ISO parser failed on, in a form that says what it knows: `YYYY-MM-DD ...` for `MM/DD/YYYY ...`
+    (transformers' logging format; day first only when the first number cannot be a month), `--MM-DDT...` for a
+    date without a year (syslog), the text itself when it names a year, else None: a time with no date is unknown,
+    never today's date."""
+    m = _SLASH_DATE.match(text)
+    if m:
+        a, b, year, rest = m.groups()
+        month, day = (a, b) if int(a) <= 12 else (b, a)
+        return f"{year}-{month}-{day}" + (f" {rest}" if rest else "")
+    if _NO_YEAR.match(text):
+        return text
+    m = _SYSLOG_TS.match(text)
+    if m:
+        return f"--{_MONTHS[m.group(1)]:02d}-{int(m.group(2)):02d}T{m.group(3)}"
+    return text if _HAS_YEAR.search(text) else None
+
+
+def year_for(month: int, day: int, ref: pd.Timestamp) -> int:
+    """The year that puts month/day nearest to `ref` (a stamp without a year read beside dated ones)."""
+    best, gap = ref.year, None
+    for year in (ref.year - 1, ref.year, ref.year + 1):
+        try:
+            d = abs((pd.Timestamp(year=year, month=month, day=day, tz="UTC") - ref).total_seconds())
+        except ValueError:  # 29 February of a year that has none
+            continue
+        if gap is None or d < gap:
+            best, gap = year, d
+    return best
+
+
+def times(values: pd.Series, ref: pd.Timestamp | None = None) -> tuple[pd.Series, int]:
+    """UTC datetimes in one unit for every table (pandas would pick s or us per table from the values), and how many
+    stamps had no year and were left NaT for want of `ref`."""
     # Each line's own format: inferring one format from the first value would turn every other shape (an ISO `T…Z`
     # stamp after a `2024-05-01 10:00:00` one) into NaT. ISO first (fast), then the rest one by one.
     # (numbers are no times here: a hostile file could put one where a stamp goes)
     values = values.map(lambda v: v if v is None or isinstance(v, (str, pd.Timestamp)) else None)
     ts = pd.to_datetime(values, utc=True, errors="coerce", format="ISO8601")
     rest = ts.isna() & values.notna()
+    undated = 0
     if rest.any():
         import warnings
+        fixed = []
+        for v in values[rest]:
+            v = _normal_stamp(v) if isinstance(v, str) else v
+            if isinstance(v, str):
+                m = _NO_YEAR.match(v)
+                if m:
+                    if ref is None:
+                        undated += 1
+                        v = None
+                    else:
+                        month, day = int(m.group(1)), int(m.group(2))
+                        v = f"{year_for(month, day, ref):04d}-{month:02d}-{day:02d}T{m.group(3)}" \
+                            if 1 <= month <= 12 and 1 <= day <= 31 else None
+            fixed.append(v)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            other = pd.to_datetime(values[rest], utc=True, errors="coerce", format="mixed")
+            other = pd.to_datetime(pd.Series(fixed, index=values[rest].index, dtype=object), utc=True,
+                                   errors="coerce", format="mixed")
         ts = ts.astype("datetime64[us, UTC]")  # one unit for both parts (ISO may have picked s, mixed us)
         ts[rest] = other.astype("datetime64[us, UTC]")
     try:
-        return ts.astype(TS_DTYPE)
+        return ts.astype(TS_DTYPE), undated
     except (OverflowError, ValueError):  # a year past 2262 does not fit in ns: such a time is as good as unknown
-        return pd.to_datetime(ts.where(ts.dt.year.between(1678, 2261)), utc=True).astype(TS_DTYPE)
+        return pd.to_datetime(ts.where(ts.dt.year.between(1678, 2261)), utc=True).astype(TS_DTYPE), undated
+
+
+def _times(values: pd.Series) -> pd.Series:
+    """times() without a year reference (stamps without a year stay NaT)."""
+    return times(values)[0]
 
 
 def _coerce(series: pd.Series, dtype: str) -> pd.Series:

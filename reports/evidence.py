@@ -51,7 +51,10 @@ def read_context(wanted: dict[str, set[int]], radius: int = 2, cut: int = MAX_SH
 
 
 def _cut(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
-    text = text.replace("\r", " ")
+    if "\r" in text:
+        # a progress bar redrawn with carriage returns: what the terminal showed last is its last redraw
+        parts = [p for p in text.split("\r") if p.strip()]
+        text = ("… " if len(parts) > 1 else "") + (parts[-1] if parts else "")
     return text if len(text) <= limit else text[:limit] + " …"
 
 
