@@ -66,10 +66,12 @@ class Analysis:
         from reports.render import render_html
         return render_html(self, **{"version": __version__, **options})
 
-    def figures(self) -> dict:
-        """matplotlib Figures of the report (never shown)."""
+    @property
+    def figures(self) -> "Figures":
+        """The report's charts as matplotlib Figures (never shown): `a.figures["steps"]`; an attribute like
+        `a.tables` and `a.findings` (`a.figures()` still works, and `a.figures(lang="zh")` labels them in Chinese)."""
         from reports.figures import make_figures
-        return make_figures(self)
+        return Figures(make_figures(self), self)
 
     def _repr_html_(self) -> str:
         from postmortem import __version__
@@ -80,6 +82,21 @@ class Analysis:
         """A few lines: the verdict, the culprit, what was read and found (the tables have their own repr)."""
         from postmortem.sentences import describe
         return describe(self)
+
+
+class Figures(dict):
+    """Name -> matplotlib Figure (timeline, steps, gpu_memory: those with data). Calling it returns itself, or the
+    figures labelled in another language: `a.figures(lang="zh")`."""
+
+    def __init__(self, figures: dict, analysis: "Analysis"):
+        super().__init__(figures)
+        self._analysis = analysis
+
+    def __call__(self, lang: str = "en") -> "Figures":
+        if lang == "en":
+            return self
+        from reports.figures import make_figures
+        return Figures(make_figures(self._analysis, lang), self._analysis)
 
 
 def _findings_frame(self) -> "pd.DataFrame":
@@ -216,7 +233,9 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
     from postmortem import verdict as verdict_mod
     from postmortem.rank_state import rank_state
     from postmortem.rules import all_rules, run_rules
-    tables.frames["ranks"] = rank_state(tables)  # stage 4: where every rank was when the job stopped
+    from postmortem.schema import conform, documented_dtypes
+    # stage 4: where every rank was when the job stopped (in the dtypes docs/tables.md promises)
+    tables.frames["ranks"] = conform(rank_state(tables), documented_dtypes("ranks"))
     selected = all_rules()
     if rules:
         wanted = set(rules)
@@ -242,7 +261,10 @@ def explain(verdict: Verdict | None, findings: list[Finding], tables) -> None:
     adv = advice_mod.advise(findings, tables.frames.get("ranks"))
     if adv is not None:
         verdict.why, verdict.fix, verdict.mechanism = adv.why, adv.fix, adv.mechanism
+        # the lines of the root finding, then those of the finding that names the mechanism (the why cites both)
         verdict.evidence = list(findings[0].evidence)
+        if adv.basis is not None:
+            verdict.evidence += [e for e in adv.basis.evidence if e not in verdict.evidence]
     if verdict.category == "no_failure" and not findings and not recognised.looks_like_training(tables):
         verdict.summary = recognised.NOT_TRAINING_SUMMARY
         verdict.confidence = min(verdict.confidence, recognised.NOT_TRAINING_CONFIDENCE)

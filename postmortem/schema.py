@@ -172,6 +172,34 @@ def _times(values: pd.Series) -> pd.Series:
     return times(values)[0]
 
 
+def conform(df: pd.DataFrame, dtypes: dict[str, str]) -> pd.DataFrame:
+    """`df` with every listed column in its documented dtype (in place; returned for chaining). pandas 3 infers
+    `str` for a column of strings and `datetime64[s, UTC]` from second-resolution stamps; the notebook API promises
+    `object` and `datetime64[ns, UTC]` (docs/tables.md), whatever pandas version built the frame."""
+    for col, dtype in dtypes.items():
+        if col not in df.columns or str(df[col].dtype) == dtype:
+            continue
+        if dtype == "object":
+            df[col] = pd.Series(df[col].to_numpy(dtype=object, na_value=None), index=df.index, dtype=object)
+        elif dtype.startswith("datetime64"):
+            df[col] = pd.to_datetime(df[col], utc=True, errors="coerce").astype(dtype)
+        elif dtype == "Int64":
+            df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
+        elif dtype == "bool":
+            df[col] = df[col].fillna(False).astype(bool)
+        else:
+            df[col] = df[col].astype(dtype)
+    return df
+
+
+def documented_dtypes(table: str) -> dict[str, str]:
+    """Column -> the dtype docs/tables.md gives it (the `ranks` table's from postmortem.rank_state)."""
+    if table == "ranks":
+        from postmortem.rank_state import COLUMN_DOCS
+        return {c: d for c, (d, _) in COLUMN_DOCS.items()}
+    return {c: dtype_of(c) for c in columns(table)}
+
+
 def _coerce(series: pd.Series, dtype: str) -> pd.Series:
     if dtype == "Int64":
         return pd.to_numeric(series, errors="coerce").round().astype("Int64")
@@ -298,7 +326,9 @@ def reference_markdown() -> str:
     out.append("")
     out += ["## `Analysis` attributes", "",
             "| attribute | what |", "|---|---|",
-            "| `a.verdict` | the answer (`Verdict`: category, phase, rule, confidence, culprit_ranks, step, summary) |",
+            "| `a.verdict` | the answer (`Verdict`): category, phase, rule, confidence, culprit_ranks, step, summary (one "
+            "sentence), why (the mechanism, a paragraph), fix (what to change, from the root mechanism), evidence "
+            "(the cited lines: `Evidence` with source, line, rank, text), mechanism (an id such as `uneven_batches`) |",
             "| `a.findings` | DataFrame, one row per finding, the verdict's first: rule, category, phase, confidence "
             "(float64), severity, title, culprit_ranks / affected_ranks (lists of int), first_culprit (Int64), step "
             "(Int64), time (datetime64[ns, UTC]: when its first cited line was written), cascade_of, summary (one "
@@ -307,8 +337,16 @@ def reference_markdown() -> str:
             "| `a.evidence_gaps` | list of dicts: missing, why, how |",
             "| `a.sources` | list of discovered `Source` objects |",
             "| `a.world_size` | world size (from the logs, or inferred) |",
-            "| `a.to_json()`, `a.to_html()`, `a.to_text()`, `a.figures()` | the report in each format; figures as "
-            "matplotlib Figures |", ""]
+            "| `a.to_json()`, `a.to_html(lang=...)`, `a.to_text(lang=...)` | the report in each format (`lang`: en, zh) |",
+            "| `a.figures` | dict of the report's charts as matplotlib Figures (timeline, steps, gpu_memory: those with "
+            "data); `a.figures(lang=\"zh\")` labels them in Chinese |", "",
+            "Steps per rank over time, where the lines carry times (any log run under `postmortem collect` does; "
+            "so does `samples/uneven_batches_barrier`):", "",
+            "```python",
+            "st = a.tables.steps",
+            "st = st[st.phase.eq(\"train\") & st.ts.notna() & st['rank'].notna()]",
+            "st.pivot_table(index=\"ts\", columns=\"rank\", values=\"step\", aggfunc=\"max\").plot(drawstyle=\"steps-post\")",
+            "```", ""]
     return "\n".join(out)
 
 

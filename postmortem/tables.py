@@ -91,6 +91,7 @@ def build(sources: list[Source], results: list) -> Tables:
         schema.validate(name, df)
     meta.update(_world(frames))
     bundle.annotate(sources, frames, meta)  # sources.job, jobs/versions/clock notes, missing ranks
+    schema.conform(frames["sources"], {"job": "object"})
     return Tables(frames, meta)
 
 

@@ -179,11 +179,19 @@ def _pyspy_thread(stacks: pd.DataFrame, source: str, line: int, path: str) -> li
         return None
     out = [Line(line, _cut(text[line]), hit=True)]
     frames = row["frames"] if isinstance(row["frames"], list) else []
-    decide = _deciding_index(frames)
+    decide, user = _deciding_index(frames), _user_index(frames)
+    skipped = False
     for i, no in enumerate(range(line + 1, line + MAX_THREAD_LINES + 1)):
         if no not in text or _THREAD_HDR.match(text[no]):
             break
-        out.append(Line(no, _cut(text[no]), hit=i == decide or i == _user_index(frames)))
+        hit = i in (decide, user)
+        # native plumbing (libc waits, pybind11 templates, bare addresses) says nothing a reader needs: left out,
+        # unless it is the frame that decided what the thread is doing
+        if not hit and not _worth_showing(text[no], frames[i] if i < len(frames) else None):
+            skipped = True
+            continue
+        out.append(Line(no, _cut(text[no]), hit=hit, gap=skipped))
+        skipped = False
     lib = _library(frames[decide]) if decide is not None and decide < len(frames) else None
     others = []
     pid = row.get("pid")
@@ -207,6 +215,17 @@ def _pyspy_thread(stacks: pd.DataFrame, source: str, line: int, path: str) -> li
                 break
             out.append(Line(no, _cut(block[no])))
     return out if len(out) > 1 else None
+
+
+_PY_FRAME = re.compile(r"\([^()]*\.pyx?:\d+\)\s*$")
+
+
+def _worth_showing(text: str, frame) -> bool:
+    """A Python frame, or a native frame that names an activity (a c10d/gloo/NCCL wait, CUDA work)."""
+    if _PY_FRAME.search(text):
+        return True
+    from postmortem.stacks import frame_class
+    return isinstance(frame, dict) and frame_class(frame) not in (None, "sleep_lock")
 
 
 def _deciding_index(frames: list) -> int | None:

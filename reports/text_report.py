@@ -72,7 +72,7 @@ def render_text(analysis, width: int = 100, lang: str = "en") -> str:
         out.append(w["fix"])
         out.extend("  " + line for line in _wrap(fix, width - 2))
         paths = {s.source: s.path for s in (analysis.sources or [])}
-        cited = unique_evidence(root.evidence, paths)
+        cited = unique_evidence(v.evidence or root.evidence, paths)
         if cited:
             out.append(w["evidence"])
             for e in cited[:8]:

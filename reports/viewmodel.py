@@ -448,9 +448,10 @@ def _line_no(v) -> int | None:
 
 def _evidence(root, t, paths, anchors, radius, limit, analysis=None) -> tuple[list[EvidenceItem], int]:
     from reports.decisive import decisive_lines
-    if root is None or not root.evidence:
+    lines = _verdict_lines(root, analysis)
+    if not lines:
         return [], 0
-    cited = unique_evidence(root.evidence, paths)
+    cited = unique_evidence(lines, paths)
     shown = cited[:limit]
     wanted: dict[str, set[int]] = {}
     decisive: dict[int, list] = {}
@@ -488,6 +489,14 @@ def _evidence(root, t, paths, anchors, radius, limit, analysis=None) -> tuple[li
     return _same_lines_once(merged, t), len(cited) - len(shown)
 
 
+def _verdict_lines(root, analysis) -> list:
+    """The lines the verdict rests on: its own (root and mechanism findings), else the root finding's."""
+    v = getattr(analysis, "verdict", None) if analysis is not None else None
+    if v is not None and getattr(v, "evidence", None):
+        return list(v.evidence)
+    return list(root.evidence) if root is not None else []
+
+
 def _block_label(label: str, t) -> str:
     if not label:
         return ""
@@ -498,7 +507,8 @@ def _block_label(label: str, t) -> str:
     return label
 
 
-_RANK_TAG = re.compile(r"\[(?:rank|default|Rank )\d+\]:?|\brank ?\d+\b|\bpid:? ?\d+|\bThread \d+|\bProcess \d+")
+_RANK_TAG = re.compile(r"\[(?:rank|default|Rank )\d+\]:?|\brank ?\d+\b|\bpid:? ?\d+|\bThread \d+|\bProcess \d+|"
+                       r"\b0x[0-9a-fA-F]{6,}\b")
 
 
 def _same_lines_once(items: list[EvidenceItem], t) -> list[EvidenceItem]:

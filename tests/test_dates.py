@@ -57,16 +57,16 @@ def test_the_same_format_is_read_where_no_learned_prefix_covers_the_file():
 
 
 def test_glog_lines_take_the_year_of_torchruns_error_file(tmp_path):
-    """The uneven-batches bundle: agent lines `W1121 14:03:29.613000 ...` have no year; the @record error files
-    carry epoch times (2026-11-21 on the capture machine)."""
+    """The rank_raises_mid_epoch bundle (the issue's example): agent lines `W1121 14:03:58.073000 ...` have no year;
+    torchrun's @record error files carry epoch times (2026-11-21 on the capture machine)."""
     logs = tmp_path / "logs"
-    shutil.copytree(os.path.join(SAMPLES, "uneven_batches_barrier", "logs"), logs)
+    shutil.copytree(os.path.join(SAMPLES, "rank_raises_mid_epoch", "logs"), logs)
     ev = postmortem.analyze(str(logs), quiet=True).tables.events
-    agent = ev[ev["message"].str.match(r"[WE]1121 14:03:29")]
-    assert len(agent) >= 3 and (agent["ts"].dt.strftime("%Y-%m-%d %H:%M:%S") == "2026-11-21 14:03:29").all()
+    agent = ev[ev["message"].str.match(r"[WE]1121 14:03:58")]
+    assert len(agent) >= 4 and (agent["ts"].dt.strftime("%Y-%m-%d %H:%M:%S") == "2026-11-21 14:03:58").all()
     # without any dated source, the same lines have no date at all (never this year's, never today's)
-    for p in set(logs.rglob("*.json")) | set((logs / "fr").glob("*")):
+    for p in set(logs.rglob("*.json")):
         p.unlink()
     ev = postmortem.analyze(str(logs), quiet=True).tables.events
-    agent = ev[ev["message"].str.match(r"[WE]1121 14:03:29")]
+    agent = ev[ev["message"].str.match(r"[WE]1121 14:03:58")]
     assert len(agent) and agent["ts"].isna().all()
