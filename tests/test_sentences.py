@@ -135,3 +135,18 @@ def test_missing_values_of_any_kind_never_reach_the_sentence():
     f.step = pd.NA
     assert "step" not in finding_sentence(f) and "<NA>" not in finding_sentence_zh(f)
     assert ranks_phrase([pd.NA, None, float("nan"), 2]) == "rank 2"
+
+
+def test_clip_cuts_at_a_word_and_says_so():
+    from postmortem.sentences import clip
+    assert clip("Timed out waiting 20000ms for recv", 12) == "Timed out …"
+    assert clip("short", 12) == "short"
+    assert clip("/a/very/long/path/without/spaces/at/all", 10).endswith(" …")   # a long token is cut, and says so
+
+
+def test_rule_texts_quote_messages_without_mid_word_cuts():
+    """ddp_unused_parameter's why quotes DDP's 500-character error: cut at a word with an ellipsis ("You can e)"
+    before)."""
+    a = postmortem.analyze(os.path.join(ROOT, "samples", "ddp_unused_parameter", "logs"), quiet=True)
+    why = a.verdict.why
+    assert "You can e)" not in why and " …)" in why

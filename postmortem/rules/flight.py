@@ -5,6 +5,7 @@ from collections import Counter
 
 import pandas as pd
 
+from postmortem.sentences import clip
 from postmortem.findings import Evidence, Finding
 from postmortem.rules import facts, rule
 
@@ -115,7 +116,7 @@ def flight_recorder(tables):
                        f"{ranks[r].get('last_completed')}") for r in (j["culprits"] + j["waiting"])[:4]]
         out.append(Finding(
             rule="flight-recorder-first-pending", category=cat, confidence=conf, severity="critical",
-            title=("Flight recorder: " + j["detail"])[:200],
+            title=clip(("Flight recorder: " + j["detail"]), 200),
             explanation=(f"In process group {pg} the flight recorder shows that {j['detail']}. "
                          + {"missing": "The ranks that never issued it were stuck before the call (host side): "
                                        "the others wait for them.",
