@@ -112,6 +112,8 @@ def first_time(analysis, finding) -> "object | None":
         if df is None or not len(df) or not df["ts"].notna().any():
             continue
         rows = df[df["ts"].notna()]
+        if name == "events":   # a config echo says what was set, at start-up: not when anything went wrong
+            rows = rows[~rows["kind"].isin(["config"])]
         hit = rows[[(s, ln) in cited for s, ln in zip(rows["source"], rows["line"].astype(object))]]
         if culprits and len(hit) and hit["rank"].isin(list(culprits)).any():
             hit = hit[hit["rank"].isin(list(culprits))]

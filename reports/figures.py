@@ -189,8 +189,8 @@ def _pad(ax, lo: float, hi: float) -> None:
 def timeline_figure(model, lang: str = "en", width: float = WIDE_IN) -> Figure | None:
     """Swimlanes: activity span, errors and stop per lane; arrows from the root cause to the ranks that waited."""
     lanes = model.lanes
-    if not lanes:
-        return None
+    if not lanes or model.axis.mode != "time":
+        return None   # without times, lanes in each rank's own order would compare line counts, not moments
     narrow = width < WIDE_IN
     fig, ax, t, family = _new(lang, width, 1.5 + (0.3 if narrow else 0.34) * len(lanes))
     labels = []

@@ -125,8 +125,9 @@ EN: dict[str, str] = {
     "end_step": "Last step", "end_doing": "Doing at the end", "end_coll": "Collectives enq. / done",
     "end_error": "First error", "end_exit": "Exit", "end_more": "{n} more groups of ranks not shown.",
     "timeline_axis_time": "Positions are times from the logs (from any source that has them; UTC).",
-    "timeline_axis_order": ("No source gives a time: each rank's lines are placed in their own order, so lanes show "
-                            "how far each rank got, not when."),
+    "timeline_axis_order": ("No source gives a time, so there is no timeline to draw (lanes in each rank's own order "
+                            "would compare line counts, not moments); the table says where each rank ended. Run the job "
+                            "under `postmortem collect` to get times on every line."),
     "timeline_untimed_out": "{n} lines of ranks carry no time and are not drawn (the tables below still count them).",
     "steps_axis_time": "The chart plots each rank's steps against time (lines without a time are left out).",
     "steps_axis_order": "No step line carries a time, so the chart shows the last step each rank reported.",
@@ -138,7 +139,7 @@ EN: dict[str, str] = {
     "lane_count": "Count",
     "lane_role": "Role",
     "lane_first": "First activity",
-    "lane_last": "Stopped at",
+    "lane_last": "Last line",
     "lane_errors": "Errors",
     "lane_how": "Last thing it did",
     "role_culprit": "culprit",
@@ -397,7 +398,7 @@ ZH: dict[str, str] = {
     "end_step": "最后一步", "end_doing": "结束时在做", "end_coll": "集合通信 入队/完成",
     "end_error": "第一个错误", "end_exit": "退出", "end_more": "另有 {n} 组 rank 未显示。",
     "timeline_axis_time": "横轴为日志中的时间（取自任何带时间的来源；UTC）。",
-    "timeline_axis_order": "没有任何来源给出时间：每个 rank 的日志行按其自身顺序排列，泳道显示各 rank 走了多远，而不是何时。",
+    "timeline_axis_order": "没有任何来源给出时间，因此无法画出时间线（按各 rank 自身顺序排列只能比较行数，而不是时刻）；下表列出各 rank 结束时的状态。用 postmortem collect 运行任务即可让每一行都带上时间。",
     "timeline_untimed_out": "有 {n} 行 rank 日志没有时间，未画出（下面的表格仍然计入）。",
     "steps_axis_time": "图中按时间画出各 rank 的训练步（没有时间的行未画出）。",
     "steps_axis_order": "训练步日志都没有时间，因此图中显示各 rank 报告的最后一步。",
@@ -407,7 +408,7 @@ ZH: dict[str, str] = {
     "lane_count": "数量",
     "lane_role": "角色",
     "lane_first": "首次活动",
-    "lane_last": "停止位置",
+    "lane_last": "最后一行",
     "lane_errors": "错误数",
     "lane_how": "最后的动作",
     "role_culprit": "肇事者",

@@ -262,7 +262,8 @@ def test_timeline_groups_identical_ranks_at_1024():
 def test_untimed_logs_fall_back_to_line_positions():
     html = render_html(synthetic(timed=False), generated_at="x")
     tl = section(html, "timeline")
-    assert "No source gives a time" in tl and 'data-label="Stopped at">rank3.log:' in tl
+    assert "No source gives a time" in tl and 'data-label="Last line">rank3.log:' in tl
+    assert "data:image/png" not in tl                      # no chart of line counts passed off as a timeline
 
 
 def test_steps_list_laggards_first(html):
