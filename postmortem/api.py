@@ -245,13 +245,13 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
     signals = signals_mod.collect(tables)
     tables.meta["signals"] = signals
     verdict, findings = verdict_mod.decide(findings, has_inputs, signals, tables.frames["ranks"])
-    explain(verdict, findings, tables)
+    explain(verdict, findings, tables, sources)
     gaps = gaps_mod.evidence_gaps(tables, verdict) if verdict else []
     return Analysis(input=path, sources=sources, tables=tables, findings=findings, verdict=verdict,
                     evidence_gaps=gaps)
 
 
-def explain(verdict: Verdict | None, findings: list[Finding], tables) -> None:
+def explain(verdict: Verdict | None, findings: list[Finding], tables, sources: list | None = None) -> None:
     """Fill the verdict's why, fix and evidence from its root mechanism (postmortem.advice), and say so when nothing
     in the input looks like a training job's output. Category, culprits and confidence stay as decided."""
     from postmortem import advice as advice_mod
@@ -265,7 +265,8 @@ def explain(verdict: Verdict | None, findings: list[Finding], tables) -> None:
         verdict.evidence = list(findings[0].evidence)
         if adv.basis is not None:
             verdict.evidence += [e for e in adv.basis.evidence if e not in verdict.evidence]
-    if verdict.category == "no_failure" and not findings and not recognised.looks_like_training(tables):
+    paths = [s.path for s in sources or [] if not s.problem] if sources is not None else []
+    if verdict.category == "no_failure" and not findings and not recognised.looks_like_training(tables, paths):
         verdict.summary = recognised.NOT_TRAINING_SUMMARY
         verdict.confidence = min(verdict.confidence, recognised.NOT_TRAINING_CONFIDENCE)
         verdict.mechanism = "not_a_training_log"

@@ -149,11 +149,14 @@ def _x_axis(ax, axis, t, narrow: bool = False, order_label: str = "fig_order") -
     if axis.mode == "time" and axis.origin is not None:
         origin = axis.origin
         lo, hi = ax.get_xlim()
-        # the date once in the label (as the logs wrote it), times on the ticks; seconds only when they matter
-        fmt_s = "%H:%M:%S" if hi - lo < 6 * 3600 else "%m-%d %H:%M"
+        # the date once in the label (as the logs wrote it), times on the ticks: tenths of a second when the whole
+        # span is a few seconds (ticks would repeat), no seconds when it is days
+        span = hi - lo
+        fmt_s = "%H:%M:%S.%f" if span < 10 else "%H:%M:%S" if span < 6 * 3600 else "%m-%d %H:%M"
 
         def fmt(x, _pos):
-            return (origin + pd.Timedelta(seconds=float(x))).strftime(fmt_s)
+            text = (origin + pd.Timedelta(seconds=float(x))).strftime(fmt_s)
+            return text[:-5] if fmt_s.endswith("%f") else text   # .123456 -> .1
         ax.xaxis.set_major_formatter(FuncFormatter(fmt))
         ax.xaxis.set_major_locator(MaxNLocator(3 if narrow else 7))
         ax.set_xlabel(i18n.fmt(t, "fig_time_on", date=(origin + pd.Timedelta(seconds=float(max(lo, 0)))).strftime(

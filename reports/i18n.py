@@ -133,8 +133,10 @@ EN: dict[str, str] = {
     "steps_axis_order": "No step line carries a time, so the chart shows the last step each rank reported.",
     "timeline_axis_line": ("The logs carry no timestamps: positions are line numbers within each file, "
                            "comparable only inside one file."),
-    "timeline_axis_unread": ("The lines carry times, but in a form postmortem does not read as a date yet: each rank's "
-                             "lines are placed in their own order, so lanes show how far each rank got, not when."),
+    "timeline_axis_unread": ("Some lines carry times, but none that places the ranks' own lines (they have no time, or "
+                             "their times are in a form postmortem does not read yet), so there is no timeline to draw; "
+                             "the table says where each rank ended. Run the job under `postmortem collect` to get times "
+                             "on every line."),
     "lane_ranks": "Ranks",
     "lane_count": "Count",
     "lane_role": "Role",
@@ -403,7 +405,7 @@ ZH: dict[str, str] = {
     "steps_axis_time": "图中按时间画出各 rank 的训练步（没有时间的行未画出）。",
     "steps_axis_order": "训练步日志都没有时间，因此图中显示各 rank 报告的最后一步。",
     "timeline_axis_line": "日志没有时间戳：横轴为各文件内的行号，仅在同一文件内可比。",
-    "timeline_axis_unread": "日志行带有时间，但其格式 postmortem 暂时无法解析为日期：每个 rank 的日志行按其自身顺序排列，泳道显示各 rank 走了多远，而不是何时。",
+    "timeline_axis_unread": "有些日志行带有时间，但没有一行能为各 rank 自己的日志定位（它们没有时间，或时间格式 postmortem 暂时无法解析），因此无法画出时间线；下表列出各 rank 结束时的状态。用 postmortem collect 运行任务即可让每一行都带上时间。",
     "lane_ranks": "Rank",
     "lane_count": "数量",
     "lane_role": "角色",
