@@ -204,6 +204,7 @@ def timeline_figure(model, lang: str = "en", width: float = WIDE_IN) -> Figure |
     # at most 14 pt tall, rows at least 0.34 in apart), and every bar draws before every mark (collections sit below
     # lines), so the order between lanes changes no pixel.
     bars, bar_colours, stop_xs, stop_ys, err_xs, err_ys = [], [], [], [], [], []
+    quiet_segs, quiet_colours = [], []
     for y, lane in enumerate(lanes):
         colour = ROLE_COLOURS[lane.role]
         labels.append(_lane_label(lane, t))
@@ -212,15 +213,22 @@ def timeline_figure(model, lang: str = "en", width: float = WIDE_IN) -> Figure |
                     fontfamily=family or "DejaVu Sans")
             continue
         x0, y0 = lane.first_x, y - 0.18
-        x1, y1 = x0 + max(lane.last_x - lane.first_x, 0), y0 + 0.36     # as broken_barh computes its corners
+        busy = lane.busy_until if lane.busy_until is not None else lane.last_x
+        x1, y1 = x0 + max(busy - lane.first_x, 0), y0 + 0.36     # as broken_barh computes its corners
         bars.append([(x0, y0), (x0, y1), (x1, y1), (x1, y0)])
         bar_colours.append(colour)
+        if lane.last_x > busy:   # after its last activity the rank was quiet (waiting) until it erred or stopped
+            quiet_segs.append([(busy, y), (lane.last_x, y)])
+            quiet_colours.append(colour)
         stop_xs += lane.stop_xs
         stop_ys += [y] * len(lane.stop_xs)
         err_xs += lane.error_xs
         err_ys += [y] * len(lane.error_xs)
     if bars:
         ax.add_collection(PolyCollection(np.array(bars), facecolors=bar_colours, alpha=0.35, edgecolor="none"))
+    if quiet_segs:
+        ax.add_collection(LineCollection(quiet_segs, colors=quiet_colours, linewidths=1.6, linestyles=(0, (2, 2)),
+                                         alpha=0.9))
     ax.plot(stop_xs, stop_ys, linestyle="none", marker="|", markersize=14, markeredgewidth=2, color="#222222")
     if err_xs:
         ax.plot(err_xs, err_ys, linestyle="none", marker="x", markersize=7, markeredgewidth=1.6, color=ERROR_COLOUR)

@@ -114,9 +114,10 @@ EN: dict[str, str] = {
     "ev_same_lines": "the same lines on {n} more",
     "line_col": "line",
     # timeline
-    "timeline_intro": ("One lane per rank (identical ranks grouped): the bar spans first to last activity, red "
-                       "marks are errors, the black tick is where the rank stopped, arrows run from the root cause "
-                       "to the ranks that waited for it."),
+    "timeline_intro": ("One lane per rank (identical ranks grouped): the bar spans the rank's activity (steps, "
+                       "collectives, log lines), the dotted line the silence after it until the rank erred or stopped, "
+                       "red marks are errors, the black tick is its last line, arrows run from the root cause to the "
+                       "ranks that waited for it."),
     "timeline_empty": "No input line names its rank, so there is no per-rank timeline.",
     "end_title": "Where each rank was at the end",
     "end_intro": ("One row per rank (ranks that ended alike share a row in big jobs), from a.ranks: its last training "
@@ -392,8 +393,8 @@ ZH: dict[str, str] = {
     "ev_same_library": "同一进程中位于 {lib} 的另一个线程：它在等待的线程",
     "ev_same_lines": "另外 {n} 处是相同的行",
     "line_col": "行",
-    "timeline_intro": ("每个 rank 一条泳道（行为相同的 rank 合并）：横条从首次活动延伸到最后活动，"
-                       "红色标记为错误，黑色竖线为该 rank 停止的位置，箭头从根因指向等待它的 rank。"),
+    "timeline_intro": ("每个 rank 一条泳道（行为相同的 rank 合并）：横条为该 rank 的活动（训练步、集合通信、日志行），"
+                       "虚线为其后直到出错或停止的静默期，红色标记为错误，黑色竖线为它的最后一行，箭头从根因指向等待它的 rank。"),
     "timeline_empty": "没有任何输入行标明其 rank，因此无法绘制各 rank 时间线。",
     "end_title": "各 rank 结束时的状态",
     "end_intro": "每个 rank 一行（大规模任务中结束方式相同的 rank 合并为一行），来自 a.ranks：最后的训练步、结束时在做什么（有栈转储时取其栈，否则取最后的活动）、第一个错误、退出方式，以及最后一行日志的时间或位置。",

@@ -48,6 +48,7 @@ class RankSummary:
     error_kinds: tuple[str, ...] = ()
     last_step: int | None = None
     role: str = "other"
+    busy_until: float | None = None   # x of the rank's last line that is not an error (steps, collectives, events)
 
 
 @dataclass
@@ -66,6 +67,7 @@ class Lane:
     how: str
     unattributed: bool = False
     silent: bool = False          # a culprit rank that left no attributable line: a label, no bar
+    busy_until: float | None = None   # the end of the lane's activity; from there to last_x it was quiet or erring
     untimed: bool = False         # ... or whose lines all lack a time on a time axis
 
 
@@ -202,6 +204,11 @@ def build(analysis) -> RankModel:
         and analysis.verdict.category not in ("no_failure",) else None
     culprits = list(root.culprit_ranks) if root else []
     affected = list(root.affected_ranks) if root else []
+    ranks_t = tables.frames.get("ranks")
+    if root and not affected and ranks_t is not None and len(ranks_t) and "waiting" in ranks_t:
+        # the verdict names no ranks that waited: the rank table knows which did (a timeout, a stack in a wait)
+        waited = ranks_t[ranks_t["waiting"].fillna(False).astype(bool)]["rank"]
+        affected = [int(r) for r in waited if int(r) not in culprits]
     last_steps, step_series, phase, step_axis = _steps(tables, axis)
     summaries = _summaries(act, axis, culprits, affected, last_steps)
     drawn = {s.rank for s in summaries if s.rank is not None}
@@ -216,7 +223,8 @@ def build(analysis) -> RankModel:
     unattributed = [s for s in summaries if s.rank is None]
     for s in unattributed:
         lanes.append(Lane([], "unattributed", s.first_x, s.last_x, [s.last_x], s.error_xs[:MAX_MARKS],
-                          s.first_error_x, s.n_errors, s.first_where, s.last_where, _how(s), unattributed=True))
+                          s.first_error_x, s.n_errors, s.first_where, s.last_where, _how(s), unattributed=True,
+                          busy_until=s.busy_until))
     step_last = [{"rank": k, "last_step": v[0], "x": v[1], "where": v[2]} for k, v in last_steps.items()]
     return RankModel(axis, summaries, lanes, merged, silent, culprits, affected, phase, step_axis, step_series,
                      step_last, untimed_left_out=untimed, step_unit="item" if phase == "data" else "step")
@@ -260,6 +268,8 @@ def _summaries(act: pd.DataFrame, axis: Axis, culprits, affected, last_steps) ->
                         last_kind=str(kind[b]), last_text=str(text[b])[:240], last_key=str(key[b]), role=role)
         errs = err_pos[err_cut[g]:err_cut[g + 1]]
         s.n_errors = int(len(errs))
+        ok = np.setdiff1d(np.arange(a, b + 1), errs, assume_unique=True)
+        s.busy_until = float(x[ok[-1]]) if len(ok) else None
         if len(errs):
             xs = x[errs]
             s.error_xs = [float(v) for v in xs[:: max(1, len(xs) // MAX_MARKS)][:MAX_MARKS]]
@@ -309,6 +319,7 @@ def _lanes(summaries: list[RankSummary]) -> tuple[list[Lane], int]:
                           first_x=min(s.first_x for s in g), last_x=max(s.last_x for s in g),
                           stop_xs=_thin(stops), error_xs=_thin(errs),
                           first_error_x=min(firsts) if firsts else None, n_errors=sum(s.n_errors for s in g),
+                          busy_until=max((s.busy_until for s in g if s.busy_until is not None), default=None),
                           first_where=min(g, key=lambda s: s.first_x).first_where,
                           last_where=max(g, key=lambda s: s.last_x).last_where, how=_how(rep)))
     return lanes, merged
