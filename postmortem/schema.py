@@ -142,6 +142,7 @@ def times(values: pd.Series, ref: pd.Timestamp | None = None) -> tuple[pd.Series
     if rest.any():
         import warnings
         fixed = []
+        years: dict[tuple[int, int], int] = {}   # a log repeats a few days: one year lookup per month/day
         for v in values[rest]:
             v = _normal_stamp(v) if isinstance(v, str) else v
             if isinstance(v, str):
@@ -152,8 +153,13 @@ def times(values: pd.Series, ref: pd.Timestamp | None = None) -> tuple[pd.Series
                         v = None
                     else:
                         month, day = int(m.group(1)), int(m.group(2))
-                        v = f"{year_for(month, day, ref):04d}-{month:02d}-{day:02d}T{m.group(3)}" \
-                            if 1 <= month <= 12 and 1 <= day <= 31 else None
+                        if 1 <= month <= 12 and 1 <= day <= 31:
+                            year = years.get((month, day))
+                            if year is None:
+                                year = years[(month, day)] = year_for(month, day, ref)
+                            v = f"{year:04d}-{month:02d}-{day:02d}T{m.group(3)}"
+                        else:
+                            v = None
             fixed.append(v)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -150,8 +150,11 @@ def _date_stamps_without_year(frames: dict[str, pd.DataFrame], acc: dict, counts
         return  # nothing says which year: the stamps stay unknown rather than guessed
     ref = pd.concat(dated).median()
     for name, n in undated.items():
-        if n:
-            frames[name]["ts"] = schema.times(pd.Series(acc[name]["ts"], dtype=object), ref)[0]
+        if n:   # only the rows still without a time are read again
+            ts = frames[name]["ts"]
+            raw = pd.Series(acc[name]["ts"], dtype=object, index=ts.index)
+            redo = ts.isna() & raw.notna()
+            frames[name].loc[redo, "ts"] = schema.times(raw[redo], ref)[0]
 
 
 def _fatal(res) -> bool:
