@@ -68,6 +68,10 @@ VARIANT_FIX_ZH: dict[str, str] = {
     "gpu-hardware-fault": "将该 GPU/节点下线并附上 Xid/ECC 日志交给运维检查；从最近的检查点在健康节点上恢复。",
     "gpu-memory-held-elsewhere": "找出并结束占用该 GPU 的进程（nvidia-smi --query-compute-apps、fuser -v /dev/nvidia*；"
                                  "容器内需在宿主机上查看），或重置 GPU/重启实例后再运行。",
+    "gpu-oom/phase:sample": "降低采样/生成的批大小（按每张卡计算）或采样批次数，在 torch.no_grad()/inference_mode 下采样，"
+                            "并先释放训练图（del loss; torch.cuda.empty_cache()）。",
+    "gpu-oom/phase:eval": "用 torch.no_grad()/inference_mode 包住评估，降低评估批大小，把大的指标计算移到 CPU。",
+    "gpu-oom/phase:checkpoint": "从 CPU 副本保存（state_dict 放到 CPU / FSDP offload_to_cpu），并逐个 rank 保存。",
     "gpu-oom": "降低出错阶段的批大小（按每张卡计算）或序列长度，启用梯度检查点/混合精度，在评估与采样中使用 "
                "torch.no_grad()，必要时设置 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True 以减少碎片。",
     "host-oom-killer": "降低主机内存占用：减少 DataLoader num_workers 与预取、避免每个 rank 各自把整个数据集读入内存"
@@ -131,6 +135,7 @@ class Advice:
     fix: str                     # English
     why: str                     # English
     basis: Finding | None = None  # the finding that named the mechanism, when it is not the verdict's own
+    phase: str | None = None      # the root finding's phase (some rules' advice follows it)
 
 
 def mechanism_of(root: Finding, findings: list[Finding]) -> tuple[str, Finding | None]:
@@ -164,7 +169,7 @@ def advise(findings: list[Finding], ranks=None) -> Advice | None:
         why = lead if basis is None and root.rule in UNEVEN_RULES and not why else f"{lead} {why}"
     elif basis is not None and basis.explanation and basis.explanation not in why:
         why = f"{basis.explanation.rstrip()} {why}".strip()
-    return Advice(mechanism=mech, fix=fix, why=tidy(why), basis=basis)
+    return Advice(mechanism=mech, fix=fix, why=tidy(why), basis=basis, phase=root.phase)
 
 
 def steps_by_rank(ranks) -> str:
@@ -200,19 +205,22 @@ def verdict_fix(advice: Advice | None, lang: str = "en") -> str | None:
     if advice.mechanism in MECHANISM_FIX:
         return MECHANISM_FIX[advice.mechanism][1]
     rule, _, category = advice.mechanism[len("rule:"):].rpartition("/")
-    return _variant_zh(rule, category)
+    return _variant_zh(rule, category, advice.phase)
 
 
 def finding_fix(f: Finding, lang: str = "en") -> str | None:
     """A finding's own fix in `lang` (its rule's English text, or the Chinese text of its variant)."""
     if lang == "en":
         return f.remediation
-    return _variant_zh(f.rule, f.category) if lang == "zh" else None
+    return _variant_zh(f.rule, f.category, f.phase) if lang == "zh" else None
 
 
-def _variant_zh(rule: str, category: str) -> str | None:
-    """The Chinese fix of a rule's variant: `rule/category` first, then the rule's own text when the category is the
-    one the rule is registered with (a rule's text never answers another category's failure), then the category's."""
+def _variant_zh(rule: str, category: str, phase: str | None = None) -> str | None:
+    """The Chinese fix of a rule's variant: `rule/phase:P` (a rule whose advice follows the phase), `rule/category`,
+    then the rule's own text when the category is the one the rule is registered with (a rule's text never answers
+    another category's failure), then the category's."""
+    if phase and f"{rule}/phase:{phase}" in VARIANT_FIX_ZH:
+        return VARIANT_FIX_ZH[f"{rule}/phase:{phase}"]
     if f"{rule}/{category}" in VARIANT_FIX_ZH:
         return VARIANT_FIX_ZH[f"{rule}/{category}"]
     try:

@@ -191,8 +191,8 @@ def _analyze(args) -> int:
         print(f"postmortem: error: no such file or directory: {args.path}", file=sys.stderr)
         return 2
     try:  # everything that can be wrong with the command is said before the analysis runs
-        fmt = output_format(args.format, args.output)
         check_output_path(args.output)
+        fmt = output_format(args.format, args.output)
         load_plugins_or_fail(args.plugin)
         if args.rules:
             check_rule_ids(args.rules, [r.id for r in all_rules()])

@@ -150,3 +150,10 @@ def test_rule_texts_quote_messages_without_mid_word_cuts():
     a = postmortem.analyze(os.path.join(ROOT, "samples", "ddp_unused_parameter", "logs"), quiet=True)
     why = a.verdict.why
     assert "You can e)" not in why and " …)" in why
+
+
+def test_the_zh_fix_follows_the_phase_as_the_english_one_does():
+    a = postmortem.analyze(os.path.join(ROOT, "samples", "sampling_oom_step2000", "logs"), quiet=True)
+    from postmortem import advice
+    assert a.verdict.phase == "sample" and "sampling" in a.verdict.fix
+    assert "采样" in advice.verdict_fix(advice.advise(a.finding_list, a.ranks), "zh")
