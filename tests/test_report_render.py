@@ -568,3 +568,85 @@ def test_big_job_timeline_is_drawn_beside_with_the_same_bytes(monkeypatch):
         stop.set()
         other.join()
     assert figs_mod._draw_beside(model)
+
+
+# --- issue 26, item 7: the decisive line of each citation, once
+
+SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples")
+
+
+def _sample_view(name, lang="en"):
+    a = postmortem.analyze(os.path.join(SAMPLES, name, "logs"), quiet=True)
+    return a, build_view(a, lang=lang, generated_at="x", figures=False)
+
+
+def test_a_cited_traceback_shows_its_frame_in_user_code_and_its_exception():
+    from reports.decisive import decisive_lines
+    a = postmortem.analyze(os.path.join(SAMPLES, "uneven_batches_barrier", "logs"), quiet=True)
+    paths = {s.source: s.path for s in a.sources}
+    tb = a.tables.tracebacks
+    row = tb[tb["source"].str.endswith("attempt_0/0/stderr.log")].iloc[0]
+    lines = decisive_lines(a, row["source"], int(row["line"]), paths[row["source"]])
+    hits = [ln.text for ln in lines if ln.hit]
+    assert "Traceback (most recent call last)" in hits[0]
+    assert any('train.py", line 56' in h for h in hits)            # the frame that differs from the others' :65
+    assert "Timed out waiting" in hits[-1]                            # the exception
+    assert any(ln.gap for ln in lines)                                # lines in between left out, and marked
+
+
+def test_a_cited_error_json_is_decoded_into_lines():
+    from reports.decisive import decisive_lines
+    a = postmortem.analyze(os.path.join(SAMPLES, "rank_raises_mid_epoch", "logs"), quiet=True)
+    paths = {s.source: s.path for s in a.sources}
+    src = next(s for s in paths if s.endswith("attempt_0/2/error.json"))
+    lines = decisive_lines(a, src, 1, paths[src])
+    texts = [ln.text for ln in lines]
+    assert not any("\\n" in t for t in texts) and all(ln.no is None for ln in lines)
+    assert any("train.py" in t for t in texts) and any(t.startswith("ValueError") for t in texts)
+
+
+def test_a_stuck_thread_is_shown_with_the_thread_it_waits_on():
+    a, view = _sample_view("wandb_log_blocked")
+    block = view.evidence[0]
+    labels = [c.label for c in block.context if c.label]
+    assert labels and "wandb" in labels[0]                             # the wandb thread the main thread waits on
+    assert any("wandb-AsyncioManager-main" in c.text for c in block.context)
+    assert any(c.hit and "log_step (train.py:35)" in c.text for c in block.context)
+
+
+def test_the_same_lines_on_several_ranks_are_shown_once():
+    a, view = _sample_view("hung_rank_pyspy")   # rank 3 stuck in encoder_forward; ranks 0-2 in all_reduce
+    stacks = [e for e in view.evidence + view.evidence_folded if e.source.startswith("pyspy/")]
+    assert stacks[0].rank_label == "rank 3" and not stacks[0].also    # the rank that differs, on its own
+    grouped = [e for e in stacks if e.also]
+    assert len(grouped) == 1 and grouped[0].rank_label.startswith("ranks 0-")
+    assert all(x.where.startswith("pyspy/rank") for x in grouped[0].also)
+
+
+def test_charts_are_drawn_for_a_phone_too():
+    html = render_html(synthetic(), generated_at="x")
+    for sec in ("timeline", "steps", "gpu"):
+        assert '<source media="(max-width: 600px)" srcset="data:image/png;base64,' in section(html, sec), sec
+
+
+def test_timeline_arrows_stay_inside_the_plot():
+    from reports import ranks as ranks_mod
+    from reports.figures import NARROW_IN, timeline_figure
+    job = synthetic()
+    model = ranks_mod.build(job)
+    for width in (10.0, NARROW_IN):
+        ax = timeline_figure(model, width=width).axes[0]
+        lo, hi = ax.get_xlim()
+        arrows = [t for t in ax.texts if getattr(t, "arrow_patch", None) is not None]
+        assert arrows
+        for ann in arrows:
+            assert lo <= ann.xy[0] <= hi and lo <= ann.xyann[0] <= hi
+            assert ann.arrow_patch.get_clip_on()
+
+
+def test_table_values_are_in_the_reports_language():
+    html = render_html(synthetic(), generated_at="x", lang="zh")
+    assert ">日志<" in section(html, "sources") and "rank_log" not in section(html, "sources")
+    coll = section(html, "collectives")
+    assert "已超时" in coll and ">timeout<" not in coll
+    assert "结论的连锁反应" in section(html, "findings")
