@@ -6,7 +6,7 @@ import bisect
 import pandas as pd
 
 from postmortem.findings import Finding
-from postmortem.sentences import ranks_phrase
+from postmortem.sentences import clip, ranks_phrase
 from postmortem.rules import facts, rule
 
 
@@ -39,7 +39,7 @@ def first_exception(tables):
         rule="first-exception", category=category, confidence=conf,
         title=f"{first['exc_type']} on {ranks_phrase(culprit[:1], none='an unknown rank')}",
         explanation=(f"The earliest exception that is not a timeout or a closed connection is "
-                     f"{first['exc_type']}: {str(first['exc_message'])[:200]}"
+                     f"{first['exc_type']}: {clip(str(first['exc_message']), 200)}"
                      + (f" on rank {culprit[0]}" if culprit else "") + "." + known
                      + " Errors on other ranks follow from it."),
         remediation="Fix this exception; rerun with the same seed to confirm.",
