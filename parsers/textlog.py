@@ -756,6 +756,64 @@ def _line_key(text: str) -> int:
     return zlib.crc32(prefilter.normalise(text))
 
 
+def line_message(raw: str, scheme, base_rank):
+    """(message, prefix info, rank) of one raw line as the last-lines table reads it (a JSON record's message, a
+    progress bar's last redraw, launcher and collector prefixes stripped), or None for a line with no message."""
+    if not raw or raw.isspace():
+        return None
+    record = json_record(raw) if scheme.jsonl and raw[:1] == "{" else None
+    if record is not None:
+        seg = next((t for t in record[0] if t.strip()), "")
+    else:
+        seg = raw.rsplit("\r", 1)[-1] if "\r" in raw else raw
+        if not seg.strip():
+            seg = raw.strip("\r")
+    line, sinfo = scheme.strip(seg) if scheme.active else (seg, {})
+    if record is not None:
+        sinfo = {**record[1], **sinfo}
+    message, info = strip_prefixes(line)
+    if sinfo:
+        info = {**sinfo, **info}
+    message = message.rstrip()  # leading blanks kept: a traceback's code lines are indented
+    if not message.strip() or _prefix_only(message):
+        return None
+    rank = info.get("rank")
+    if rank is None and info.get("local_rank") is not None:
+        rank = info["local_rank"]
+    if rank is None:
+        rank = message_rank(message)
+    if rank is None:
+        rank = base_rank
+    return message, info, rank
+
+
+def template_keys(path: str, limit: int) -> tuple[set[int], int]:
+    """The template keys of every line of a text file (as last_lines computes them) and how many lines were read,
+    at most `limit` (the `--baseline` run's templates)."""
+    keys: set[int] = set()
+    head: list[str] = []
+    it = textio.iter_lines(path)
+    n = 0
+    for _, raw in it:
+        head.append(raw)
+        if len(head) >= SCHEME_SAMPLE:
+            break
+    scheme = _Scheme(head)
+    for raw in head:
+        got = line_message(raw, scheme, None)
+        if got is not None:
+            keys.add(_line_key(got[0]))
+        n += 1
+    for _, raw in it:
+        if n >= limit:
+            break
+        got = line_message(raw, scheme, None)
+        if got is not None:
+            keys.add(_line_key(got[0]))
+        n += 1
+    return keys, n
+
+
 def _last_lines(result: ParseResult, source: Source, tail: list, head_texts: list, scheme, base_rank) -> None:
     """Each rank's last TAIL_LINES_KEPT lines of this file, whatever they say, with their template keys and whether
     the rank printed the same template before (the file's first lines, or earlier in its tail)."""
@@ -764,31 +822,10 @@ def _last_lines(result: ParseResult, source: Source, tail: list, head_texts: lis
     seen_raw = {_line_key(ln) for ln in head_texts if ln}
     per_rank: dict = {}
     for lineno, raw in tail:
-        if not raw or raw.isspace():
+        got = line_message(raw, scheme, base_rank)
+        if got is None:
             continue
-        record = json_record(raw) if scheme.jsonl and raw[:1] == "{" else None
-        if record is not None:
-            seg = next((t for t in record[0] if t.strip()), "")
-        else:
-            seg = raw.rsplit("\r", 1)[-1] if "\r" in raw else raw
-            if not seg.strip():
-                seg = raw.strip("\r")
-        line, sinfo = scheme.strip(seg) if scheme.active else (seg, {})
-        if record is not None:
-            sinfo = {**record[1], **sinfo}
-        message, info = strip_prefixes(line)
-        if sinfo:
-            info = {**sinfo, **info}
-        message = message.rstrip()  # leading blanks kept: a traceback's code lines are indented
-        if not message.strip() or _prefix_only(message):
-            continue
-        rank = info.get("rank")
-        if rank is None and info.get("local_rank") is not None:
-            rank = info["local_rank"]
-        if rank is None:
-            rank = message_rank(message)
-        if rank is None:
-            rank = base_rank
+        message, info, rank = got
         key = _line_key(message)
         raw_key = _line_key(raw)
         rows = per_rank.setdefault(rank, [])

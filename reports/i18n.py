@@ -34,6 +34,7 @@ EN: dict[str, str] = {
     "sec_gaps": "Evidence gaps",
     "sec_sources": "Sources",
     "nav_timeline": "Timeline",
+    "nav_odd": "Odd lines",
     "nav_steps": "Steps",
     "nav_gpu": "GPU memory",
     "nav_stacks": "Stacks",
@@ -125,6 +126,21 @@ EN: dict[str, str] = {
                   "first error, how it exited and when its last line was written."),
     "end_step": "Last step", "end_doing": "Doing at the end", "end_coll": "Collectives enq. / done",
     "end_error": "First error", "end_exit": "Exit", "end_more": "{n} more groups of ranks not shown.",
+    "end_ended": "How it ended",
+    "ended_exception": "raised", "ended_fatal_signal": "fatal signal", "ended_killed": "killed",
+    "ended_left": "left (error exit, no message)", "ended_exited": "exited normally",
+    "ended_lost_peer": "lost a peer", "ended_waiting": "waiting in a collective",
+    "ended_terminated": "stopped by the launcher", "ended_busy": "busy elsewhere", "ended_running": "no end recorded",
+    "sec_odd": "Odd lines",
+    "odd_intro": ("Lines compared across ranks without knowing their words: each rank's last lines reduced to templates "
+                  "(numbers, paths and addresses masked). A template only a minority of ranks printed near their end, "
+                  "or one every rank but a minority printed, marks the odd ranks out; the rows marked as pointing at "
+                  "the culprit are not timeouts or closed connections (those report another rank)."),
+    "odd_ranks": "Ranks", "odd_kind": "Pattern", "odd_line": "Line", "odd_at": "Where",
+    "odd_minority": "printed only by these ranks", "odd_missing": "printed by every rank but these",
+    "odd_new": "printed by these ranks only, and never in the baseline run",
+    "odd_suspect": "points at the culprit", "odd_new_mark": "new (not in the baseline run)",
+    "odd_more": "{n} more odd templates not shown (a.tables.odd_lines).",
     "timeline_axis_time": "Positions are times from the logs (from any source that has them; UTC).",
     "timeline_axis_order": ("No source gives a time, so there is no timeline to draw (lanes in each rank's own order "
                             "would compare line counts, not moments); the table says where each rank ended. Run the job "
@@ -320,6 +336,7 @@ ZH: dict[str, str] = {
     "sec_gaps": "缺失的证据",
     "sec_sources": "输入文件",
     "nav_timeline": "时间线",
+    "nav_odd": "异常行",
     "nav_steps": "训练步",
     "nav_gpu": "GPU 显存",
     "nav_stacks": "调用栈",
@@ -400,6 +417,20 @@ ZH: dict[str, str] = {
     "end_intro": "每个 rank 一行（大规模任务中结束方式相同的 rank 合并为一行），来自 a.ranks：最后的训练步、结束时在做什么（有栈转储时取其栈，否则取最后的活动）、第一个错误、退出方式，以及最后一行日志的时间或位置。",
     "end_step": "最后一步", "end_doing": "结束时在做", "end_coll": "集合通信 入队/完成",
     "end_error": "第一个错误", "end_exit": "退出", "end_more": "另有 {n} 组 rank 未显示。",
+    "end_ended": "结束方式",
+    "ended_exception": "抛出异常", "ended_fatal_signal": "致命信号", "ended_killed": "被杀死",
+    "ended_left": "带错误码退出且无任何信息", "ended_exited": "正常退出",
+    "ended_lost_peer": "失去了对端连接", "ended_waiting": "在集合通信中等待",
+    "ended_terminated": "被启动器终止", "ended_busy": "在做其他工作", "ended_running": "没有记录到结束",
+    "sec_odd": "异常行",
+    "odd_intro": ("不依赖具体措辞地比较各 rank 的日志：把每个 rank 的最后几行化为模板（数字、路径、地址被替换）。只有少数 rank "
+                  "在结束前打印的模板，或除少数 rank 外都打印了的模板，标出了与众不同的 rank；标为指向肇事 rank 的行不是"
+                  "超时或断连（那些是在报告其他 rank 的问题）。"),
+    "odd_ranks": "Rank", "odd_kind": "模式", "odd_line": "日志行", "odd_at": "位置",
+    "odd_minority": "只有这些 rank 打印", "odd_missing": "除这些 rank 外都打印了",
+    "odd_new": "只有这些 rank 打印，且基线运行中从未出现",
+    "odd_suspect": "指向肇事 rank", "odd_new_mark": "新出现（基线运行中没有）",
+    "odd_more": "另有 {n} 个异常模板未显示（a.tables.odd_lines）。",
     "timeline_axis_time": "横轴为日志中的时间（取自任何带时间的来源；UTC）。",
     "timeline_axis_order": "没有任何来源给出时间，因此无法画出时间线（按各 rank 自身顺序排列只能比较行数，而不是时刻）；下表列出各 rank 结束时的状态。用 postmortem collect 运行任务即可让每一行都带上时间。",
     "timeline_untimed_out": "有 {n} 行 rank 日志没有时间，未画出（下面的表格仍然计入）。",

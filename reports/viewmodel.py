@@ -16,7 +16,7 @@ from postmortem.sentences import as_int, clip, sentence
 from reports.evidence import WHOLE_LINE_CHARS, first_time, read_context, unique_evidence
 from reports.sections import rank_ranges
 
-SECTION_IDS = ("verdict", "evidence", "timeline", "steps", "gpu", "stacks", "collectives", "nccl", "findings",
+SECTION_IDS = ("verdict", "evidence", "timeline", "odd", "steps", "gpu", "stacks", "collectives", "nccl", "findings",
                "gaps", "sources")
 FRAGMENT_SECTIONS = ("verdict", "evidence", "findings", "gaps")
 MAX_EVIDENCE = 12           # cited lines of the root finding shown with context
@@ -146,6 +146,18 @@ class EndRow:
     role: str = "other"
     role_words: str = ""
     stopped: str = ""
+    ended: str = ""
+
+
+@dataclass
+class OddRow:
+    """One odd template (from `a.tables.odd_lines`): the odd ranks, how they are odd, one line of it, where."""
+    ranks: str
+    kind: str
+    line: str
+    at: str
+    suspect: bool
+    new: bool
 
 
 @dataclass
@@ -251,6 +263,8 @@ class ReportView:
     end_more: str = ""
     end_has: dict = field(default_factory=dict)      # which columns of end_rows hold anything (empty ones are left out)
     steps_axis: str = ""
+    odd_rows: list = field(default_factory=list)
+    odd_more: str = ""
 
 
 def _generated(value) -> str:
@@ -670,15 +684,16 @@ def end_rows(ranks, culprits, affected=(), t=None, lang: str = "en", stacks=None
         elif cell(rec.get("last_started")):
             coll = f"#{cell(rec.get('last_started'))}"
         err = clip(cell(rec.get("first_error")), 140)
+        ended = t.get(f"ended_{cell(rec.get('end'))}", "") if cell(rec.get("end")) else ""
         # ranks name themselves in their errors ("[Rank 7] Watchdog caught ..."): alike once that is masked
         key = (r if alone else None, role, cell(rec.get("last_step")), doing, coll, _RANK_TAG.sub("#", err),
-               cell(rec.get("exit")))
+               cell(rec.get("exit")), ended)
         groups.setdefault(key, []).append(r)
         shown_err.setdefault(key, err)
     order = {"culprit": 0, "affected": 1, "other": 2}
     rows = []
     for key, members in sorted(groups.items(), key=lambda kv: (order[kv[0][1]], kv[1][0])):
-        _, role, step, doing, coll, _, ex = key
+        _, role, step, doing, coll, _, ex, ended = key
         err = shown_err[key]
         where = [stopped[m] for m in members if stopped.get(m)]
         stop = where[0] if where and len(set(where)) == 1 else f"{min(where)} … {max(where)}" if where else ""
@@ -687,8 +702,26 @@ def end_rows(ranks, culprits, affected=(), t=None, lang: str = "en", stacks=None
         label = rank_ranges(members) + (f" ({len(members)})" if len(members) > 1 else "")
         rows.append(EndRow(label, len(members), role == "culprit", step, doing, coll, err, ex, role=role,
                            role_words={"culprit": t["role_culprit"], "affected": t["role_affected"]}.get(role, ""),
-                           stopped=stop))
+                           stopped=stop, ended=ended))
     return rows[:MAX_END_ROWS], max(0, len(rows) - MAX_END_ROWS)
+
+
+MAX_ODD_ROWS = 8
+
+
+def odd_rows(odd, t) -> tuple[list[OddRow], int]:
+    """The odd-lines table as report rows: the suspects first, then the rest that are not cascades; at most
+    MAX_ODD_ROWS, and how many more there were."""
+    if odd is None or odd.empty:
+        return [], 0
+    keep = odd[odd["suspect"] | ~odd["cascade"]]
+    rows = []
+    for rec in keep.to_dict("records"):
+        kind = "new" if rec["kind"] == "new" else rec["kind"]
+        at = ", ".join(str(x) for x in (rec["at"] or [])[:2])
+        rows.append(OddRow(rank_ranges([int(r) for r in rec["ranks"]]), t[f"odd_{kind}"], clip(str(rec["example"]), 200),
+                           at, bool(rec["suspect"]), rec["new"] is True))
+    return rows[:MAX_ODD_ROWS], max(0, len(rows) - MAX_ODD_ROWS)
 
 
 def _fill_rank_sections(view: ReportView, analysis, model, t) -> None:
@@ -703,7 +736,9 @@ def _fill_rank_sections(view: ReportView, analysis, model, t) -> None:
     view.end_has = {"step": any(r.last_step for r in view.end_rows), "doing": any(r.doing for r in view.end_rows),
                     "coll": any(r.collectives for r in view.end_rows),
                     "error": any(r.first_error for r in view.end_rows), "exit": any(r.exit for r in view.end_rows),
-                    "stopped": any(r.stopped for r in view.end_rows)}
+                    "stopped": any(r.stopped for r in view.end_rows), "ended": any(r.ended for r in view.end_rows)}
+    view.odd_rows, more = odd_rows(analysis.tables.frames.get("odd_lines"), t)
+    view.odd_more = i18n.fmt(t, "odd_more", n=more) if more else ""
     if model.lanes:
         view.timeline_rows = [None] * len(model.lanes)   # the chart has lanes: the section is shown
         view.timeline_axis = _axis_words(model.axis, analysis, t)
@@ -798,6 +833,7 @@ def _fill_table_sections(view: ReportView, analysis, gm, t) -> None:
 def _nav(view: ReportView, t) -> list[NavItem]:
     empty = {
         "verdict": False, "evidence": not view.evidence, "timeline": not (view.timeline_rows or view.end_rows),
+        "odd": not view.odd_rows,
         "steps": not view.steps_rows, "gpu": not view.gpu_rows, "stacks": not view.stack_classes,
         "collectives": not view.coll_rows, "nccl": view.nccl is None, "findings": not view.findings,
         "gaps": not view.gaps, "sources": not view.sources,
