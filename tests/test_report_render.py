@@ -76,8 +76,19 @@ def synthetic(world: int = 8, culprit: int = 3, timed: bool = True, log_dir: str
     src.append({"source": "smi.csv", "kind": "nvidia_smi", "bytes": 300, "lines": 13, "parsed_ok": True})
     src.append({"source": "blob.bin", "kind": "binary", "bytes": 30, "lines": 0, "parsed_ok": False,
                 "problem": f"binary file {XSS} not parsed"})
+    last = []  # each rank's last lines: the culprit announced a batch nobody else loaded, the others timed out
+    for r in range(world):
+        lines = [f"step 40 loss 1.25 rank {r}", f"loading oversized batch 41 {XSS}" if r == culprit else
+                 f"[Rank {r}] Watchdog caught collective operation timeout"]
+        for i, text in enumerate(lines):
+            last.append({"source": f"rank{r}.log", "line": 58 + i, "rank": r, "key": hash(text.replace(str(r), "")
+                         .replace("0", "")) % (1 << 31) if r != culprit or i == 0 else 7, "message": text,
+                         "seen": False, "distance": len(lines) - 1 - i})
     tables = _tables({"world_size": world, "world_size_inferred": False, "ranks_seen": list(range(world))},
-                     events=ev, steps=steps, collectives=coll, stacks=stacks, gpu=gpu, nccl=nccl, sources=src)
+                     events=ev, steps=steps, collectives=coll, stacks=stacks, gpu=gpu, nccl=nccl, sources=src,
+                     last_lines=last)
+    from postmortem.odd_lines import odd_lines
+    tables.frames["odd_lines"] = odd_lines(tables)
     root = Finding(rule="oom-in-train", category="gpu_oom", confidence=0.86, title=f"CUDA OOM on rank {culprit}",
                    explanation=f"Rank {culprit} ran out of memory at step 40.", remediation="Lower the batch size.",
                    phase="train", culprit_ranks=[culprit], affected_ranks=range(world), step=40,
