@@ -275,6 +275,14 @@ def why_zh(advice: Advice | None, root: Finding | None, ranks=None) -> str:
     if mech == "divergent_collectives":
         return (f"{who}与{others}在不同的代码位置等待不同的集合通信：各 rank 的代码路径出现了分歧（依赖 rank 或数据"
                 "的条件分支、只在部分 rank 上执行的保存或日志），这些集合通信永远无法匹配，只能等到超时。")
+    if cat == "barrier_skew" and root.rule == "end-state-asymmetry":
+        return (f"比较每个 rank 的结束方式：{who}与{others}停在了不同的地方（{who}独自停在一个其他 rank 没有调用的集合通信里，"
+                "或在其他 rank 还在集合通信中时提前离开）。各 rank 执行的集合通信序列出现了分歧（批次数不同、"
+                "只在部分 rank 上执行的同步、按 rank 各自决定的提前停止），只能等到超时或连接断开。")
+    if cat == "unknown":
+        return (f"任务失败了，但输入中的信息不足以判断原因"
+                + (f"；{who}的结束方式与其他 rank 不同，它最后打印的几行是最好的线索" if root.culprit_ranks else "")
+                + "。请按“缺失的证据”收集更多信息。")
     if root.rule == "collective-after-training-end":
         return (f"训练已经结束，之后{who}又进入了一个集合通信并一直等到超时：训练后的代码只在部分 rank 上调用了会同步"
                 "的函数（例如 rank 0 的保存或评估内部有 barrier），其他 rank 已经离开，不会再来配对。")
@@ -291,6 +299,9 @@ def why_zh(advice: Advice | None, root: Finding | None, ranks=None) -> str:
         return (f"{who}{step}{phase}申请 GPU 显存失败（CUDA out of memory）。其他 rank 随后出现的超时或连接断开是它的"
                 "连锁反应。")
     if cat == "host_oom":
+        if "refused" in root.explanation or "MemoryError" in root.explanation or "allocate" in root.explanation:
+            return (f"{who}{step}在进程内申请主机内存失败（MemoryError / DefaultCPUAllocator: can't allocate memory），"
+                    f"{others}随后失去了与它的连接。检查这次申请的大小（数据中损坏的长度或形状会让它大得离谱）。")
         return f"主机内存耗尽，内核的 OOM killer 杀死了{who}的进程（没有 Python 异常，退出码为 -9/SIGKILL）。"
     if cat == "dataloader_failure":
         return (f"{who}的一个 DataLoader 工作进程{step}异常退出或卡住（常见原因：/dev/shm 共享内存不足、被信号杀死、"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import bisect
+import re
 
 import pandas as pd
 
@@ -34,6 +35,8 @@ def first_exception(tables):
     from postmortem import catalog
     info = catalog.classify_exception(str(first["exc_type"]), str(first["exc_message"]), first["frames"])
     category = info.category if info.role == "root" and info.category in _CATALOG_CATEGORIES else "rank_crash"
+    if category == "logging_blocking" and not _IO_EXC.search(str(first["exc_type"])):
+        category = "rank_crash"  # a logger that raised on bad input crashed the rank; only its I/O failing blocks
     known = f" It is {info.reason[:1].lower()}{info.reason[1:].rstrip('.')}." if category != "rank_crash" else ""
     return [Finding(
         rule="first-exception", category=category, confidence=conf,
@@ -47,6 +50,7 @@ def first_exception(tables):
         order=facts.order_key(first), explains=("collective_timeout", "nccl_error"))]
 
 
+_IO_EXC = re.compile(r"Connection|Timeout|Comm|HTTP|URL|Socket|Network|SSL|OSError|IOError|Broken|Refused|Reset")
 # Categories the catalog can give the first exception (the rest stay a plain crash).
 _CATALOG_CATEGORIES = ("host_oom", "gpu_oom", "checkpoint_corruption", "dataloader_failure", "ddp_usage_error",
                        "nan_inf", "logging_blocking", "nccl_error", "gpu_hardware")
