@@ -110,7 +110,13 @@ class Lab:
         else:
             dist.init_process_group("gloo", timeout=t)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        if P.get("fr"):
+        self.start_fr_watchdog()
+
+    def start_fr_watchdog(self) -> None:
+        """When the run enables the flight recorder: dump it from a thread once training stops progressing."""
+        if P.get("fr") and not getattr(self, "_fr_started", False):
+            self._fr_started = True
+            self._progress["t"] = time.time()  # the stall clock starts once the group is up
             threading.Thread(target=self._fr_watchdog, name="fr-dump-watchdog", daemon=True).start()
 
     def tick(self, step: int) -> None:
