@@ -229,35 +229,38 @@ _M = [
 ]
 
 _FW = dict(ws=(2, 3, 3, 4), per_launcher=2)
+# Lightning starts ranks 1.. as children that import lightning again: under load they reach the store 20-30 s after
+# rank 0, and DDPStrategy(timeout) also bounds that wait
+PL_T = {"pg_timeouts": [45, 60]}
 _M += [
     dict(name="pl-keyerror-bad-record", script="pl_train.py", cls="rank_crash", categories=("rank_crash",),
-         check="exception", exc="KeyError", launchers=["lightning"], params={"pl_mech": "keyerror", "extra_limit": 60},
+         check="exception", exc="KeyError", launchers=["lightning"], params={"pl_mech": "keyerror", "extra_limit": 60, **PL_T},
          root="Lightning DDP on CPU: one record served to rank {c} at step {step} lacks 'label'; the dataset raises "
               "KeyError on rank {c}; ranks {others} wait in DDP's gradient all_reduce.", **_FW),
     dict(name="pl-watchdog-sigkill", script="pl_train.py", cls="host_oom", categories=("host_oom", "rank_crash"),
          check="oomkill", steps=(3, 6), launchers=["lightning"],
-         params={"pl_mech": "watchdog", "watchdog_mb": 900, "extra_limit": 60},
+         params={"pl_mech": "watchdog", "watchdog_mb": 900, "extra_limit": 60, **PL_T},
          root="Lightning DDP on CPU: from step {step} rank {c}'s training_step keeps 64 MB per step in a buffer; the "
               "memory watchdog SIGKILLs it at 900 MB RSS (exit -9, no traceback); ranks {others} fail in all_reduce "
               "or are ended by Lightning.", **_FW),
     dict(name="pl-rank0-only-barrier", script="pl_train.py", cls="barrier_skew", categories=("barrier_skew",),
          check="failed", culprit="zero", launchers=["lightning"],
-         params={"pl_mech": "rank0-barrier", "extra_limit": 60, **HANG},
+         params={"pl_mech": "rank0-barrier", "extra_limit": 60, **PL_T},
          root="Lightning DDP on CPU: in on_train_end only rank 0 saves and calls trainer.strategy.barrier(); ranks "
               "{others} have left fit() and exit, rank 0 waits alone in the barrier.", **_FW),
     dict(name="pl-long-step-metric", script="pl_train.py", cls="straggler", categories=("straggler",),
-         check="hang", launchers=["lightning"], params={"pl_mech": "long-eval", "extra_limit": 60, **HANG},
+         check="hang", launchers=["lightning"], params={"pl_mech": "long-eval", "extra_limit": 60, **PL_T},
          root="Lightning DDP on CPU: at step {step} rank {c}'s training_step computes an exact metric over its "
               "history in pure Python for ~1.6 x the {p[pg_timeout]} s timeout; ranks {others} wait in the gradient "
               "all_reduce and time out.", **_FW),
     dict(name="pl-max-steps", script="pl_train.py", cls="no_failure", categories=("no_failure",), check="clean",
-         steps=(6, 12), launchers=["lightning"], params={"pl_mech": "max-steps", "extra_limit": 60},
+         steps=(6, 12), launchers=["lightning"], params={"pl_mech": "max-steps", "extra_limit": 60, **PL_T},
          nearmiss_kind="near-miss",
          root="Lightning DDP on CPU: a clean run that stops at max_steps={step} ('`Trainer.fit` stopped: "
               "`max_steps={step}` reached.').", **_FW),
     dict(name="pl-dl-worker-raises", script="pl_train.py", cls="dataloader_failure",
          categories=("dataloader_failure", "rank_crash"), check="exception", exc="FileNotFoundError",
-         launchers=["lightning"], params={"pl_mech": "dl-raises", "extra_limit": 60},
+         launchers=["lightning"], params={"pl_mech": "dl-raises", "extra_limit": 60, **PL_T},
          root="Lightning DDP on CPU: the DataLoader worker of rank {c} opens a feature file that was never written "
               "for a record of step {step} (FileNotFoundError in __getitem__); rank {c}'s main process re-raises it; "
               "ranks {others} wait in DDP's gradient all_reduce.", **_FW),

@@ -219,8 +219,10 @@ class Job:
                 except OSError:
                     continue
                 parent = procs.ppid(pid)
+                # a rank's parent may itself be a rank (Lightning runs ranks 1.. as children of rank 0)
                 self.events.append({"t": time.time(), "event": "oom_kill", "pid": pid, "rss_mb": round(rss),
-                                    "rank": ranks.get(pid), "worker_of_rank": ranks.get(parent)})
+                                    "rank": ranks.get(pid),
+                                    "worker_of_rank": None if pid in ranks else ranks.get(parent)})
 
 
 def read_side(side: str) -> list[dict]:

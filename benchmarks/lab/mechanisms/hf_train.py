@@ -77,6 +77,8 @@ class StepMetrics(TrainerCallback):
 
 def main(lab):
     p = lab.p
+    # TrainingArguments(use_cpu=True) does not pass ddp_timeout on (transformers 5.24): set the group up first
+    lab.init_pg()
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=100, n_positions=32))
     max_steps = {"max-steps": p["step"], "watchdog": p["steps"] * 10}.get(p["hf_mech"], p["steps"])
