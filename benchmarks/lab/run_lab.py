@@ -3,6 +3,7 @@
 usage: python benchmarks/lab/run_lab.py --all [-j 2]            # every planned run that is not there yet
        python benchmarks/lab/run_lab.py --only MECH [--launcher L] [--redo] [-n N]
        python benchmarks/lab/run_lab.py --list                   # the plan
+       python benchmarks/lab/run_lab.py --coverage               # launcher x class counts of the committed cases
 
 Each run: a fresh job dir /tmp/labjobs/<id>/ (train.py + trainkit.py copied there, so tracebacks show a neutral
 path), the case folder under it, a side-channel dir the job writes outside the case folder. The harness watches
@@ -381,6 +382,33 @@ def table() -> int:
     return 0
 
 
+def coverage() -> int:
+    """Committed cases as a launcher x class table, then world sizes, culprit ranks, py-spy and FR counts."""
+    import collections
+    cases = [json.load(open(os.path.join(CASES, n, "case.json"))) for n in sorted(os.listdir(CASES))
+             if os.path.isfile(os.path.join(CASES, n, "case.json"))]
+    classes = sorted({c["class"] for c in cases})
+    launchers_ = sorted({c["launcher"] for c in cases})
+    short = {c: c.replace("_corruption", "").replace("_failure", "").replace("_blocking", "") for c in classes}
+    print("| launcher | " + " | ".join(short[c] for c in classes) + " | all |")
+    print("|---" * (len(classes) + 2) + "|")
+    for lname in launchers_ + ["all"]:
+        row = [c for c in cases if lname in ("all", c["launcher"])]
+        cnt = collections.Counter(c["class"] for c in row)
+        print(f"| {lname} | " + " | ".join(str(cnt[c] or ".") for c in classes) + f" | {len(row)} |")
+    ws = collections.Counter(c["world_size"] for c in cases)
+    cul = collections.Counter(r for c in cases for r in c["expect"]["culprit_ranks"])
+    print(f"\n{len(cases)} cases, {len({c['mechanism'] for c in cases})} mechanisms, {len(launchers_)} launchers")
+    print("world sizes: " + ", ".join(f"{k}: {v}" for k, v in sorted(ws.items())))
+    print("culprit ranks: " + ", ".join(f"{k}: {v}" for k, v in sorted(cul.items())) +
+          f", none ([]): {sum(not c['expect']['culprit_ranks'] for c in cases)}")
+    spy = sum(os.path.isdir(os.path.join(CASES, n, "pyspy")) or
+              any("pyspy" in d for d, _, _ in os.walk(os.path.join(CASES, n))) for n in os.listdir(CASES))
+    fr = sum(os.path.isdir(os.path.join(CASES, n, "fr")) for n in os.listdir(CASES))
+    print(f"cases with py-spy dumps: {spy}; with flight-recorder dumps: {fr}")
+    return 0
+
+
 def relabel() -> int:
     """Rewrite expect/root_cause of every committed case from its mechanism, params and observations."""
     by = {m.name: m for m in registry.MECHS}
@@ -418,6 +446,7 @@ def main() -> int:
     ap.add_argument("--retries", type=int, default=2)
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--table", action="store_true", help="print the README's mechanism table (markdown)")
+    ap.add_argument("--coverage", action="store_true", help="launcher x class counts, world sizes, culprit ranks")
     ap.add_argument("--relabel", action="store_true",
                     help="recompute expect and root_cause of every case from the registry (no runs)")
     a = ap.parse_args()
@@ -425,6 +454,8 @@ def main() -> int:
             if (not a.only or m.name in a.only) and (not a.launcher or l in a.launcher) and (a.n is None or i <= a.n)]
     if a.table:
         return table()
+    if a.coverage:
+        return coverage()
     if a.relabel:
         return relabel()
     if a.list:
