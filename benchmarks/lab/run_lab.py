@@ -2,6 +2,7 @@
 
 usage: python benchmarks/lab/run_lab.py --all [-j 2]            # every planned run that is not there yet
        python benchmarks/lab/run_lab.py --only MECH [--launcher L] [--redo] [-n N]
+       python benchmarks/lab/run_lab.py --case CASE_FOLDER_NAME --redo   # re-run one committed case's plan entry
        python benchmarks/lab/run_lab.py --list                   # the plan
        python benchmarks/lab/run_lab.py --coverage               # launcher x class counts of the committed cases
 
@@ -125,6 +126,13 @@ class Job:
                     best[r] = (a, rec["pid"])
         return {r: v[1] for r, v in best.items()}
 
+    def hanging(self) -> bool:
+        """Every rank is up and the fault has happened: a user would see this run stuck and take a py-spy dump
+        (dumps taken earlier caught ranks still importing or in rendezvous, which is not what a user has)."""
+        recs = read_side(self.side)
+        started = {r["rank"] for r in recs if r["event"] == "start"}
+        return len(started) >= self.ws and any(r["event"] == "fault" for r in recs)
+
     def output_size(self) -> int:
         n = 0
         for root, _, files in os.walk(self.case):
@@ -189,7 +197,7 @@ class Job:
                 size = self.output_size()
                 if size != last_size:
                     last_size, last_change = size, now
-                elif now - last_change > stall and self.rank_pids() and now - t0 > self.p.get("pyspy_after", 15):
+                elif now - last_change > stall and self.hanging():
                     self.pyspy()
                     dumped = True
             if now - t0 > limit:
@@ -439,6 +447,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--all", action="store_true", help="run the whole plan")
     ap.add_argument("--only", action="append", default=[], help="mechanism name (repeatable)")
+    ap.add_argument("--case", action="append", default=[], help="the plan entry of this case folder (repeatable)")
     ap.add_argument("--launcher", action="append", default=[], help="launcher name (repeatable)")
     ap.add_argument("-n", type=int, default=None, help="at most N runs per mechanism x launcher")
     ap.add_argument("-j", type=int, default=2, help="jobs at once (default 2: the machine has 2 cores)")
@@ -451,7 +460,8 @@ def main() -> int:
                     help="recompute expect and root_cause of every case from the registry (no runs)")
     a = ap.parse_args()
     todo = [(m, l, i) for m, l, i in plan()
-            if (not a.only or m.name in a.only) and (not a.launcher or l in a.launcher) and (a.n is None or i <= a.n)]
+            if (not a.only or m.name in a.only) and (not a.launcher or l in a.launcher) and (a.n is None or i <= a.n)
+            and (not a.case or existing(m, l, i) in a.case)]
     if a.table:
         return table()
     if a.coverage:
@@ -463,8 +473,8 @@ def main() -> int:
             print(f"{m.name:28} {l:20} {i}  {existing(m, l, i) or '-'}")
         print(f"{len(todo)} runs")
         return 0
-    if not (a.all or a.only or a.launcher):
-        ap.error("say --all, --only MECH or --launcher L")
+    if not (a.all or a.only or a.launcher or a.case):
+        ap.error("say --all, --only MECH, --launcher L or --case NAME")
     os.makedirs(JOBS, exist_ok=True)
     with cf.ThreadPoolExecutor(a.j) as pool:
         futs = [pool.submit(do_one, m, l, i, a.retries, a.redo) for m, l, i in todo]
