@@ -299,7 +299,12 @@ _M += [
          root="HF Trainer (tiny GPT-2) under torchrun: a clean run to max_steps={step}.", **_FW),
 ]
 
+# launchers some mechanisms ran under before the rotation took its present form: kept in the plan (--redo finds them)
+EXTRA = {"uneven-shards": ["accelerate", "jsonl"], "watchdog-sigkill": ["jsonl"], "keyerror-bad-record": ["slurm"],
+         "max-steps": ["spawn", "torchrun-restarts"]}
+
 MECHS: list[Mech] = []
 for _k, _d in enumerate(_M):
     _d.setdefault("launchers", rot(_k))
+    _d["launchers"] = _d["launchers"] + [x for x in EXTRA.get(_d["name"], []) if x not in _d["launchers"]]
     MECHS.append(Mech(**_d))
