@@ -159,6 +159,15 @@ FORMAT_DEFS: list[dict] = [
      "triggers": ["RuntimeWarning", "Gradient overflow"],
      "pattern": r"(?:RuntimeWarning: (?P<what>divide by zero|invalid value|overflow) encountered in (?P<op>\w+)|Gradient overflow\.\s+Skipping step)",
      "samples": [("../libs/box_utils/bbox_transform.py:99: RuntimeWarning: divide by zero encountered in log", {"what": "divide by zero", "op": "log"})]},
+    # fp16 dynamic loss scaling (DeepSpeed, apex, fairseq, Megatron, users logging GradScaler's scale): read into a
+    # trajectory by parsers/loss_scale.py; a collapse towards the floor is a numeric failure, early skips calibration
+    {"name": "loss-scale", "kind": "loss_scale", "level": "info",
+     "triggers": ["loss scale", "Loss scale", "loss_scale", "Skipping step", "overflow", "OVERFLOW", "skipped=",
+                  "cannot decrease scale", "grad_scale"],
+     "pattern": r"(?i)(?:loss[ _]scale|skipping step|gradient overflow|grad overflow|overflow detected|overflow!|"
+                r"cannot decrease scale|\bstep=\d+, skipped=\d+|grad_scale)",
+     "samples": [("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768", {}),
+                 ("Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.", {})]},
     # ---- DDP misuse
     {"name": "ddp-unused", "kind": "ddp_error", "level": "error",
      "triggers": ["did not receive grad", "finished reduction in the prior iteration", "marked as ready", "mark a variable ready", "appears not to match", "DDP expects same model"],
@@ -180,11 +189,13 @@ FORMAT_DEFS: list[dict] = [
     # ---- process lifecycle (§4)
     {"name": "agent-failed", "kind": "exit", "level": "error",
      "triggers": ["exitcode:", "return code =", "terminated with code", "terminated with exit code", "exited with code",
-                  "Exited with exit code"],
+                  "Exited with exit code", "terminated with signal"],
      "pattern": r"(?:failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid>\d+)\)|exits with return code = (?P<code2>-?\d+)|Child process with PID (?P<pid2>\d+) terminated with code (?P<code3>-?\d+)|process (?P<proc>\d+) terminated with (?:exit code|signal) (?P<code4>-?\w+)|exited with code (?P<code5>-?\d+)|task (?P<task>\d+): Exited with exit code (?P<code6>\d+))",
      "samples": [("E1121 13:18:24.116000 6755 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 6788) of binary: /x/python3",
                   {"code": "1", "local_rank": "0", "pid": "6788"}),
-                 ("srun: error: node12: task 3: Exited with exit code 2", {"task": "3", "code6": "2"})]},
+                 ("srun: error: node12: task 3: Exited with exit code 2", {"task": "3", "code6": "2"}),
+                 ("torch.multiprocessing.spawn.ProcessExitedException: process 3 terminated with signal SIGABRT",
+                  {"proc": "3", "code4": "SIGABRT"})]},
     {"name": "fatal-signal", "kind": "fatal_signal", "level": "error",
      "triggers": ["Segmentation fault", "Bus error", "Aborted", "core dumped", "Fatal Python error", "SIGSEGV", "SIGBUS",
                   "SIGABRT", "Floating point exception", "Illegal instruction"],

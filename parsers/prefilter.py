@@ -60,6 +60,7 @@ MIN_STRIDE = 8 * 1024
 ERROR_CAP = 64                # error lines of one shape and rank handed over per big file (then: the latest)
 INFO_CAP = 4                  # informational event lines of one shape handed over per big file (then: the latest)
 SCAN_BLOCKS = True            # big files: whole-block Hyperscan scanning (False: every line judged on its own)
+TAIL_BYTES = 64 * 1024        # the end of every file kept for its last lines (postmortem.odd_lines)
 SEGMENT_LEVEL = 8             # an event line with more `\r` segments than this is handed over segment by segment
 
 F_EVENT, F_BAR, F_STEP, F_WEAK = 1, 2, 4, 8
@@ -418,6 +419,8 @@ class LineScanner:
         self.sampled = {"progress_lines": 0, "step_lines": 0}
         self._pushback = b""
         self._started = False
+        self._ends = (b"", b"")  # the last two blocks read from the file (its tail, without a copy per block)
+        self._whole = True       # whether those two blocks are the whole file
 
     def _read(self) -> bytes:
         if self._pushback:
@@ -428,7 +431,27 @@ class LineScanner:
             self._started = True
             if block.startswith(b"\xef\xbb\xbf"):
                 block = block[3:]
+        if block:
+            if self._ends[0]:
+                self._whole = False
+            self._ends = (self._ends[1], block)
         return block
+
+    def tail_lines(self, n: int) -> list[tuple[int, str]]:
+        """The file's last n lines (at most TAIL_BYTES of it) as (line number, cleaned text), once it is scanned."""
+        prev, cur = self._ends
+        data = cur if len(cur) >= TAIL_BYTES else prev[-(TAIL_BYTES - len(cur)):] + cur
+        whole = self._whole and len(data) == len(prev) + len(cur)
+        parts = data.split(b"\n")
+        if parts and parts[-1] == b"":
+            parts.pop()
+        if not whole and parts:
+            parts.pop(0)  # cut mid-line
+        parts = parts[-n:]
+        last = self.stats.lines
+        clean = textio.clean
+        # a line's end is what a terminal shows of it (the last redraw of a progress bar)
+        return [(last - len(parts) + 1 + i, clean(_decode(p[-4096:]))) for i, p in enumerate(parts)]
 
     def head_lines(self, n: int) -> list[str]:
         """The first n lines (cleaned, decoded) without consuming them: for file-level prefix schemes."""

@@ -1,8 +1,11 @@
 """Line-oriented text logs (rank logs, consoles, NCCL debug files, dmesg): events, tracebacks, steps, NCCL lines."""
 from __future__ import annotations
 
+import collections
 import functools
+import json
 import re
+import zlib
 
 import regex
 
@@ -84,6 +87,8 @@ MAX_TRACEBACKS_PER_SIGNATURE = 16  # per source and (exception type, innermost u
                                    # last one kept (so the first and the last of a repeated failure are exact)
 MAX_TRACEBACKS = 256               # per source, whatever their signatures (beyond: the last of each signature)
 SCHEME_SAMPLE = 400
+TAIL_LINES_READ = 400   # lines read from a file's end (at most prefilter.TAIL_BYTES) for its ranks' last lines
+TAIL_LINES_KEPT = 20    # last lines kept per rank and file (the last_lines table)
 # What the bytes prefilter (parsers/prefilter.py) needs to know about this parser: a line that can yield a row
 # contains a format trigger (parsers.formats) or one of these; the rest is skipped unread.
 LINE_TRIGGERS = ["Traceback (most recent call last)", 'File "', "During handling of the above exception",
@@ -158,7 +163,13 @@ class _Scheme:
             if m and not m.group("host").endswith(("Error", "Warning", "Exception")):
                 hosts[m.group("host")] = hosts.get(m.group("host"), 0) + 1
         self.hosts = {h for h, c in hosts.items() if c >= max(2, n // 10)}
-        self.learned = _learned_prefix(head_lines_all)
+        # JSON-lines logs (one JSON object per line, structlog/loguru-serialize/python-json-logger style): each
+        # record is unwrapped into its message and exception lines (json_record); no prefix scheme applies.
+        objs = sum(1 for ln in head_lines_all if ln[:1] == "{" and ln.rstrip().endswith("}"))
+        self.jsonl = objs >= max(2, len([ln for ln in head_lines_all if ln.strip()]) // 2)
+        if self.jsonl:
+            self.srun, self.hosts = False, set()
+        self.learned = None if self.jsonl else _learned_prefix(head_lines_all)
 
     @property
     def active(self) -> bool:
@@ -486,14 +497,20 @@ def parse_textlog(source: Source) -> ParseResult:
     plain, waited = None, False
     big, dump_kinds = embedded.read_by_line_parser(source), set()
     for lineno, raw, steps_only in items:
-        segments = raw.split("\r") if "\r" in raw else [raw]
-        if ".cpp:" in raw or "Traceback (" in raw:
-            segments = [piece for seg in segments for piece in GLUE_SPLIT_RE.split(seg)]
+        record = json_record(raw) if scheme.jsonl and raw[:1] == "{" else None
+        if record is not None:
+            segments, record_info = record
+        else:
+            segments = raw.split("\r") if "\r" in raw else [raw]
+            if ".cpp:" in raw or "Traceback (" in raw:
+                segments = [piece for seg in segments for piece in GLUE_SPLIT_RE.split(seg)]
         carry: dict = {}
         for seg in segments:
             if not seg or seg.isspace():
                 continue
             line, sinfo = scheme.strip(seg) if scheme.active else (seg, {})
+            if record is not None:
+                sinfo = {**record_info, **sinfo}
             message, info = strip_prefixes(line)
             if sinfo:
                 info = {**sinfo, **info}
@@ -596,6 +613,8 @@ def parse_textlog(source: Source) -> ParseResult:
             _collective_row(result, source, lineno, ctx, row["kind"], row["details"])
     tbs.finish()
     summary.finish()
+    if scanner is not None and not dump:
+        _last_lines(result, source, scanner.tail_lines(TAIL_LINES_READ), head_texts, scheme, base_rank)
     if dump_kinds:  # dumps inside a big log (small ones are read by parsers.embedded directly)
         result.merge(embedded.read_dumps(source, sorted(dump_kinds)))
     for row in steps.rows():
@@ -604,7 +623,7 @@ def parse_textlog(source: Source) -> ParseResult:
         result.problems.append("repetitive lines summarised: " + ", ".join(f"{k} x{v}" for k, v in sorted(dropped.items())))
     if hostpid_rank:
         result.meta["hostpid_rank"] = hostpid_rank
-    if scanner is not None and not scanner.exact:
+    if scanner is not None and not getattr(scanner, "exact", True):
         if any(scanner.nccl_counts.values()):
             result.meta["nccl_counts"] = {source.source: dict(scanner.nccl_counts)}
         result.meta["summarised"] = {source.source: dict(scanner.sampled)}
@@ -660,12 +679,129 @@ def _line_source(source: Source, stats: textio.ReadStats):
         if len(head) >= SCHEME_SAMPLE:
             break
 
+    tail: collections.deque = collections.deque(maxlen=TAIL_LINES_READ)
+
     def all_lines():
         for lineno, raw in head:
+            tail.append((lineno, raw))
             yield lineno, raw, False
         for lineno, raw in lines_iter:
+            tail.append((lineno, raw))
             yield lineno, raw, False
-    return None, [ln for _, ln in head], all_lines()
+    return _Tail(tail), [ln for _, ln in head], all_lines()
+
+
+class _Tail:
+    """The last lines of a file read line by line (UTF-16): what LineScanner.tail_lines gives for the rest."""
+    exact = True
+
+    def __init__(self, lines):
+        self.lines = lines
+
+    def tail_lines(self, n: int) -> list[tuple[int, str]]:
+        return [(ln, raw[-4096:]) for ln, raw in list(self.lines)[-n:]]  # as LineScanner.tail_lines
+
+
+_JSON_MESSAGE_KEYS = ("msg", "message", "text", "event", "log", "record")
+_JSON_EXC_KEYS = ("exc_info", "exception", "exc_text", "traceback", "stack_trace", "stack", "error")
+_JSON_RANK_KEYS = ("rank", "global_rank", "RANK", "rank_id", "process_rank")
+_JSON_TS_KEYS = ("ts", "time", "timestamp", "@timestamp", "asctime", "datetime", "created")
+_JSON_LEVEL_KEYS = ("level", "levelname", "severity", "lvl", "log_level")
+
+
+def json_record(raw: str):
+    """A JSON-lines log record as ([message lines, then its exception's lines], {rank, ts, level, host}), or None
+    when the line is not a JSON object with a message."""
+    text = raw.strip()
+    if not text.endswith("}") or len(text) > 1_000_000:
+        return None
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    msg = next((obj[k] for k in _JSON_MESSAGE_KEYS if isinstance(obj.get(k), str)), None)
+    if msg is None:
+        return None
+    info: dict = {}
+    for k in _JSON_RANK_KEYS:
+        v = obj.get(k)
+        if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1_000_000:
+            info["rank"] = v
+            break
+        if isinstance(v, str) and v.isdigit() and len(v) < 7:
+            info["rank"] = int(v)
+            break
+    ts = next((obj[k] for k in _JSON_TS_KEYS if isinstance(obj.get(k), str)), None)
+    if ts:
+        info["ts"] = ts[:40]
+    level = next((obj[k] for k in _JSON_LEVEL_KEYS if isinstance(obj.get(k), str)), None)
+    if level:
+        info["level"] = level[:1].upper()
+    host = obj.get("host") or obj.get("hostname")
+    if isinstance(host, str) and host:
+        info["host"] = host[:100]
+    lines = msg.split("\n")
+    for k in _JSON_EXC_KEYS:
+        v = obj.get(k)
+        if isinstance(v, str) and v.strip() and v.strip() != "None":
+            lines.extend(v.rstrip("\n").split("\n"))
+            break
+    return lines, info
+
+
+def _line_key(text: str) -> int:
+    """A line's template key: crc32 of its shape (digits, blanks and bar glyphs removed, as the prefilter's keys)."""
+    return zlib.crc32(prefilter.normalise(text))
+
+
+def _last_lines(result: ParseResult, source: Source, tail: list, head_texts: list, scheme, base_rank) -> None:
+    """Each rank's last TAIL_LINES_KEPT lines of this file, whatever they say, with their template keys and whether
+    the rank printed the same template before (the file's first lines, or earlier in its tail)."""
+    if not tail:
+        return
+    seen_raw = {_line_key(ln) for ln in head_texts if ln}
+    per_rank: dict = {}
+    for lineno, raw in tail:
+        if not raw or raw.isspace():
+            continue
+        record = json_record(raw) if scheme.jsonl and raw[:1] == "{" else None
+        if record is not None:
+            seg = next((t for t in record[0] if t.strip()), "")
+        else:
+            seg = raw.rsplit("\r", 1)[-1] if "\r" in raw else raw
+            if not seg.strip():
+                seg = raw.strip("\r")
+        line, sinfo = scheme.strip(seg) if scheme.active else (seg, {})
+        if record is not None:
+            sinfo = {**record[1], **sinfo}
+        message, info = strip_prefixes(line)
+        if sinfo:
+            info = {**sinfo, **info}
+        message = message.rstrip()  # leading blanks kept: a traceback's code lines are indented
+        if not message.strip() or _prefix_only(message):
+            continue
+        rank = info.get("rank")
+        if rank is None and info.get("local_rank") is not None:
+            rank = info["local_rank"]
+        if rank is None:
+            rank = message_rank(message)
+        if rank is None:
+            rank = base_rank
+        key = _line_key(message)
+        raw_key = _line_key(raw)
+        rows = per_rank.setdefault(rank, [])
+        seen = raw_key in seen_raw and lineno > len(head_texts)
+        seen_raw.add(raw_key)
+        seen = seen or any(r["key"] == key for r in rows)
+        rows.append({"source": source.source, "line": lineno, "rank": rank, "host": info.get("host") or source.host,
+                     "ts": _ts(info.get("ts")), "key": key, "message": message[:300], "seen": seen})
+    for rows in per_rank.values():
+        rows = rows[-TAIL_LINES_KEPT:]
+        for i, row in enumerate(rows):
+            row["distance"] = len(rows) - 1 - i
+            result.add("last_lines", row)
 
 
 def _ts(text: str | None):

@@ -11,7 +11,8 @@ The package, in pipeline order:
   gaps          evidence to collect next time
   api / cli     the facade (`analyze`) and its command-line skin; (reports/) render the Analysis
 Helpers beside the pipeline: stacks/ (frame normalisation, classification, merging), fr_match (flight-recorder
-matching), engines (Dask), progress (terminal bar), collect/ (the job wrapper that gathers evidence)."""
+matching), fr_waits (flight-recorder culprits from the wait graph), engines (Dask), progress (terminal bar), collect/
+(the job wrapper that gathers evidence)."""
 from __future__ import annotations
 
 __version__ = "0.1.0"

@@ -162,13 +162,18 @@ def _isolate(sources: list, out: list, bar) -> None:
 
 def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = None, engine: str = "local",
             scheduler: str | None = None, plugin_paths: list[str] | None = None, quiet: bool = False,
-            html: bool = False) -> Analysis:
+            html: bool = False, baseline: str | None = None) -> Analysis:
     """Analyse a directory tree, a single file or a .tar.gz/.tgz/.zip and return the Analysis (raises
     FileNotFoundError for no input). The tables, their columns and dtypes: docs/tables.md.
 
     `quiet` turns off the progress bar drawn on stderr (it is drawn only when stderr is a terminal). `html` says
     the caller renders the HTML report next: its templates are loaded while the files are parsed, and its charts'
-    matplotlib too, unless parser processes run (then a chart process loads it once they are done)."""
+    matplotlib too, unless parser processes run (then a chart process loads it once they are done).
+
+    `baseline`: a run of the same job that worked (directory, file or archive); templates it printed are not new,
+    so the odd lines (`a.tables.odd_lines`, `new` column) and the culprits they name leave them out."""
+    if baseline is not None and not os.path.exists(baseline):
+        raise FileNotFoundError(f"baseline not found: {baseline}")
     parallel = _parallel_likely(path, jobs, engine)
     if parallel:
         # The tree is walked and sniffed in a forked child while this process imports the parsers and builds their
@@ -191,7 +196,11 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
     from postmortem import tables as tables_mod
     tables = tables_mod.build(sources, results)
     del results  # the tables hold what is needed; the parsed rows can go before the rules run
-    return conclude_tables(path, sources, tables, rules=rules)
+    base_keys = None
+    if baseline is not None:
+        from postmortem.odd_lines import baseline_keys
+        base_keys = baseline_keys(baseline)
+    return conclude_tables(path, sources, tables, rules=rules, baseline=base_keys)
 
 
 def _parallel_likely(path: str, jobs: int | None, engine: str) -> bool:
@@ -207,26 +216,41 @@ def conclude(path: str, sources: list, results: list, rules: list[str] | None = 
     return conclude_tables(path, sources, tables_mod.build(sources, results), rules=rules)
 
 
-def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = None) -> Analysis:
+def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = None,
+                    baseline: set[int] | None = None) -> Analysis:
     """The stages after the tables: rank state -> rules -> failure signals -> verdict -> evidence gaps."""
     from postmortem import gaps as gaps_mod
     from postmortem import signals as signals_mod
     from postmortem import verdict as verdict_mod
     from postmortem.rank_state import rank_state
     from postmortem.rules import all_rules, run_rules
+    from postmortem.attempts import first_attempt
     from postmortem.culprits import find_culprits
-    tables.frames["ranks"] = rank_state(tables)  # stage 4: where every rank was when the job stopped
-    tables.meta["culprits"] = find_culprits(tables.frames["ranks"])  # stage 5: end-state asymmetry
+    from postmortem.odd_lines import odd_lines
+    # With restarts, the stages below see the first attempt only (the verdict is about the first failure); the
+    # Analysis keeps every row.
+    work, attempts = first_attempt(tables)
+    work.frames["ranks"] = rank_state(work)  # stage 4: where every rank was when the job stopped
+    work.frames["odd_lines"] = odd_lines(work, baseline)  # templates a minority printed near their end
+    work.meta["culprits"] = find_culprits(work.frames["ranks"], work.frames["odd_lines"])  # end-state asymmetry
+    work.meta["attempts"] = attempts
     selected = all_rules()
     if rules:
         wanted = set(rules)
         selected = [r for r in selected if r.id in wanted]
-    findings = run_rules(tables, selected)
+    findings = run_rules(work, selected)
     has_inputs = any(not s.problem for s in sources)
-    signals = signals_mod.collect(tables)
-    tables.meta["signals"] = signals
-    verdict, findings = verdict_mod.decide(findings, has_inputs, signals, tables.frames["ranks"],
-                                           tables.meta.get("culprits"))
+    signals = signals_mod.collect(work)
+    work.meta["signals"] = signals
+    verdict, findings = verdict_mod.decide(findings, has_inputs, signals, work.frames["ranks"],
+                                           work.meta.get("culprits"))
+    if verdict is not None and attempts.restarted and findings:
+        findings[0].explanation = f"{findings[0].explanation} {attempts.sentence()}"
+    if work is not tables:
+        tables.frames["ranks"], tables.frames["odd_lines"] = work.frames["ranks"], work.frames["odd_lines"]
+        for key in ("culprits", "attempts", "signals", "rule_errors"):
+            if key in work.meta:
+                tables.meta[key] = work.meta[key]
     gaps = gaps_mod.evidence_gaps(tables, verdict) if verdict else []
     return Analysis(input=path, sources=sources, tables=tables, findings=findings, verdict=verdict,
                     evidence_gaps=gaps)

@@ -25,6 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--engine", choices=("local", "dask"), default="local", help="where to run the parse stage")
     a.add_argument("--scheduler", default=None, help="dask scheduler address (with --engine dask)")
     a.add_argument("--lang", choices=("en", "zh"), default="en", help="language of the HTML report")
+    a.add_argument("--baseline", default=None, metavar="GOOD_RUN",
+                   help="logs of a run of the same job that worked: lines it printed are not odd")
     a.add_argument("--quiet", "-q", action="store_true", help="no progress output on stderr")
     c = sub.add_parser("collect", help="run a training command unchanged and capture the evidence a post-mortem needs",
                        description="Run COMMAND (torchrun, accelerate launch, deepspeed, python ...) unchanged, "
@@ -132,9 +134,10 @@ def _analyze(args) -> int:
     from postmortem.api import analyze
     from postmortem.engines import EngineError
     from postmortem.rules import all_rules, load_plugins
-    if not os.path.exists(args.path):
-        print(f"postmortem: error: no such file or directory: {args.path}", file=sys.stderr)
-        return 2
+    for what in (args.path, args.baseline):
+        if what is not None and not os.path.exists(what):
+            print(f"postmortem: error: no such file or directory: {what}", file=sys.stderr)
+            return 2
     try:
         fmt = output_format(args.format, args.output)
         if args.plugin:
@@ -146,7 +149,8 @@ def _analyze(args) -> int:
         return 2
     try:
         analysis = analyze(args.path, jobs=args.jobs, rules=args.rules, engine=args.engine,
-                           scheduler=args.scheduler, plugin_paths=None, quiet=args.quiet, html=fmt == "html")
+                           scheduler=args.scheduler, plugin_paths=None, quiet=args.quiet, html=fmt == "html",
+                           baseline=args.baseline)
     except (FileNotFoundError, EngineError) as exc:
         print(f"postmortem: error: {exc}", file=sys.stderr)
         return 2

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from postmortem.ends import IN_COLLECTIVE_ENDS, ROOT_ENDS
+from postmortem.ends import CONSEQUENCE_ENDS, IN_COLLECTIVE_ENDS, ROOT_ENDS
 from postmortem.findings import Evidence
 
 
@@ -78,11 +78,12 @@ def find_culprits(ranks: pd.DataFrame, odd: pd.DataFrame | None = None) -> Culpr
         return Culprits()
     recs = [r for r in ranks.to_dict("records") if not _null(r.get("end"))]
     if not recs:
-        return _from_odd(odd, [])
+        return Culprits()
     known = [int(r["rank"]) for r in recs]
     out = _root_failures(recs) or _asymmetry(recs) or _call_sites(recs)
-    if out is None or not out.ranks and not out.alike:
-        odd_out = _from_odd(odd, known)
+    failed = any(r["end"] in ROOT_ENDS or r["end"] in CONSEQUENCE_ENDS for r in recs)
+    if failed and (out is None or not out.ranks and not out.alike):
+        odd_out = _from_odd(odd, known)  # odd lines name a culprit only where some rank's end says the job failed
         if odd_out.ranks:
             return odd_out
     return out or Culprits()
@@ -143,23 +144,32 @@ def _asymmetry(recs: list[dict]) -> Culprits | None:
                             evidence=[_ev(inc[0], str(inc[0]["end_detail"])), _ev(exited[0], str(exited[0]["end_detail"]))])
         return Culprits([], "none", "as many ranks exited as waited: the asymmetry does not say who diverged", 0.0,
                         affected=ranks_of(inc + exited))
-    if inc and quiet and len(quiet) < len(inc):
-        lost = any(r["end"] == "lost_peer" for r in inc)
-        how = ("its peers saw its connection close: it was gone" if lost else
-               "its peers timed out waiting: it was alive, working elsewhere")
+    lost_all = bool(inc) and all(r["end"] == "lost_peer" for r in inc)
+    # Peers that saw the connection close say the silent rank was gone, however many they are; peers that timed
+    # out only say someone was elsewhere: then the silent ranks must be a strict minority.
+    if inc and quiet and len(quiet) <= len(inc):
+        ev = [_ev(r, str(r["end_detail"] or r["end"])) for r in quiet[:2] if r.get("end_at")] \
+            + [_ev(inc[0], str(inc[0]["end_detail"]))]
+        if lost_all:
+            return Culprits(ranks_of(quiet), "gone",
+                            f"{_say(ranks_of(quiet))} left without a word: {_say(ranks_of(inc))} saw "
+                            f"{'its' if len(quiet) == 1 else 'their'} connection close in a collective", 0.7,
+                            affected=ranks_of(inc), evidence=ev)
         return Culprits(ranks_of(quiet), "never-reached",
                         f"{_say(ranks_of(quiet))} never reported waiting in the collective {_say(ranks_of(inc))} "
-                        f"waited in; {how}", 0.7 if not lost else 0.6, affected=ranks_of(inc),
-                        evidence=[_ev(r, str(r["end_detail"] or r["end"])) for r in quiet[:2]]
-                        + [_ev(inc[0], str(inc[0]["end_detail"]))])
+                        "waited in; its peers timed out waiting: it was alive, working elsewhere",
+                        0.7 if len(quiet) < len(inc) else 0.5, affected=ranks_of(inc), evidence=ev)
     return None
 
 
 def _call_sites(recs: list[dict]) -> Culprits | None:
-    """Every rank waits: the minority at another call site (from stacks), or behind on the collective counters."""
+    """Every rank waits: the minority at another call site (from stacks), or behind on the collective counters;
+    with no minority, the ranks waiting outside the training step while others wait inside it."""
     inc = [r for r in recs if r["end"] in IN_COLLECTIVE_ENDS]
-    if len(inc) < 3 or len(inc) < len(recs):  # two ranks in two places: no minority
+    if len(inc) < 2 or len(inc) < len(recs):
         return None
+    if len(inc) == 2:
+        return _off_step(inc)
     sites: dict = {}
     for column in ("stack_where", "last_op"):  # the call site a stack shows, else the op a timeout names
         if all(not _null(r.get(column)) for r in inc):
@@ -174,7 +184,29 @@ def _call_sites(recs: list[dict]) -> Culprits | None:
                             f"{_say(sorted(small[1]))} waited at {small[0]} while {len(big[1])} others waited at "
                             f"{big[0]}: the ranks called different collectives", 0.75,
                             affected=sorted(int(r["rank"]) for r in inc if int(r["rank"]) not in small[1]))
+        off = _off_step(inc)
+        if off is not None:
+            return off
     return _lagging(inc)
+
+
+def _off_step(inc: list[dict]) -> Culprits | None:
+    """Ranks waiting in a collective outside the training step (a barrier after the loop, a gather in evaluation
+    or saving) while the others wait in the step's own collective (DDP's gradient all-reduce): the ones outside
+    left the sequence of collectives every step runs."""
+    known = [r for r in inc if r.get("stack_in_step") in (True, False)]
+    if len(known) < len(inc):
+        return None
+    off = sorted(int(r["rank"]) for r in known if r["stack_in_step"] is False)
+    on = sorted(int(r["rank"]) for r in known if r["stack_in_step"] is True)
+    if not off or not on:
+        return None
+    where = next(r for r in known if r["stack_in_step"] is False)
+    return Culprits(off, "other-call-site",
+                    f"{_say(off)} waited in a collective outside the training step ({where.get('stack_where')}) "
+                    f"while {_say(on)} waited in the step's own collective: the ranks' collective sequences "
+                    "diverged there", 0.65, affected=on,
+                    evidence=[_ev(where, f"stack: {where.get('stack_where')}")])
 
 
 def _lagging(inc: list[dict]) -> Culprits | None:
@@ -192,14 +224,30 @@ def _lagging(inc: list[dict]) -> Culprits | None:
 
 
 def _from_odd(odd: pd.DataFrame | None, known: list[int]) -> Culprits:
-    """Ranks that printed lines no other rank printed near its end (postmortem.odd_lines)."""
+    """Ranks that printed near their end what the others did not, or did not print what the others did
+    (postmortem.odd_lines), when the suspect rows agree on a strict minority."""
     if odd is None or odd.empty or "suspect" not in odd.columns:
         return Culprits()
     sus = odd[odd["suspect"]]
     if sus.empty:
         return Culprits()
-    ranks = sorted({int(r) for rs in sus["ranks"] for r in rs})
-    first = sus.iloc[0]
-    return Culprits(ranks, "odd-lines", f"{_say(ranks)} printed near {'its' if len(ranks) == 1 else 'their'} end "
-                                        f"what no other rank printed: `{str(first['example'])[:120]}`", 0.55,
-                    affected=[r for r in known if r not in ranks])
+    votes: dict = {}
+    for rs in sus["ranks"]:
+        votes[tuple(sorted(int(r) for r in rs))] = votes.get(tuple(sorted(int(r) for r in rs)), 0) + 1
+    best = max(votes.items(), key=lambda kv: (kv[1], -len(kv[0])))[0]
+    ranks = list(best)
+    seen = set(known) | {int(r) for rs in odd["ranks"] for r in rs}
+    if not ranks or len(ranks) * 2 >= max(len(seen), 1):
+        return Culprits()
+    rows = sus[[tuple(sorted(int(r) for r in rs)) == best for rs in sus["ranks"]]]
+    first = rows.iloc[0]
+    what = (f"printed near {'its' if len(ranks) == 1 else 'their'} end what no other rank printed: "
+            f"`{str(first['example'])[:120]}`" if first["kind"] == "minority" else
+            f"did not print what every other rank printed near its end: `{str(first['example'])[:120]}`")
+    evidence = []
+    for _, row in rows.head(3).iterrows():
+        src, _, line = str(row["at"][0]).rpartition(":")
+        evidence.append(Evidence(src, int(line) if line.isdigit() else None,
+                                 ranks[0] if row["kind"] == "minority" else None, str(row["example"])[:300]))
+    return Culprits(ranks, "odd-lines", f"{_say(ranks)} {what}", 0.55,
+                    affected=sorted(r for r in seen if r not in ranks), evidence=evidence)

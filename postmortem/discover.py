@@ -42,6 +42,8 @@ _PATH_RANK_PATTERNS = [
     (re.compile(r"(?:^|[/_.-])rank[_-]?(?P<rank>\d+)(?=[/_.-]|$)", re.I), "global"),
     (re.compile(r"_dump_(?P<rank>\d+)(?:\.\w+)*$"), "global"),
     (re.compile(r"(?:^|/)[A-Za-z][\w]*?-(?P<rank>\d{1,4})\.log(?:\.gz)?$"), "global"),
+    # Slurm's per-task output (`--output job_%j.%t.out`, `slurm-%j_%t.err`): the job id, then the task id
+    (re.compile(r"(?:^|/)(?:[A-Za-z][\w-]*?[_-])?\d{2,}[._](?P<rank>\d{1,5})\.(?:out|err|log)(?:\.gz)?$"), "global"),
 ]
 _NCCL_FILE_RE = re.compile(r"nccl[._-](?!trace)(?P<host>[\w-]+)[._](?P<pid>\d+)(?:\.\w+)?$", re.I)
 

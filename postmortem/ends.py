@@ -50,18 +50,37 @@ ROOT_EVENT_KINDS = ("oom", "host_oom", "dataloader", "checkpoint_error", "enospc
 WAIT_EVENT_KINDS = ("watchdog_timeout", "collective_timeout", "watchdog_status", "store_error")
 
 
-def exception_role(exc_type, exc_message) -> str:
-    """`lost_peer`, `waiting`, `terminated` (consequences) or `root` for one exception, by class."""
+_CONSEQUENCE_END = {"peer_gone": "lost_peer", "waiting_in_collective": "waiting", "store_wait": "waiting",
+                    "launcher_terminated": "terminated", "launcher_summary": "terminated"}
+
+
+def exception_role(exc_type, exc_message, frames=None) -> str:
+    """`lost_peer`, `waiting`, `terminated` (consequences), `handled` (benign) or `root` for one exception, by its
+    class and message family in the catalog (postmortem.catalog); wording the catalog does not know falls back to
+    the classes of words here."""
+    return classify(exc_type, exc_message, frames)[0]
+
+
+def classify(exc_type, exc_message, frames=None) -> tuple[str, str, str]:
+    """(role as in exception_role, category, basis) of one exception; basis: family, class, frame or default."""
+    from postmortem import catalog
     t, m = str(exc_type or ""), str(exc_message or "")[:600]
-    if _PEER_GONE.search(m):
-        return "lost_peer"
-    if _WAIT_EXC.search(t) or _WAIT_MSG.search(m):
-        return "waiting"
-    if _STOP_EXC.search(t) or t == "<truncated>":
-        return "terminated"
-    if re.search(r"(?i)got signal|SIGTERM|Terminated", m):
-        return "terminated"
-    return "root"
+    if t == "<truncated>":
+        return "terminated", "rank_crash", "class"
+    info = catalog.classify_exception(t, m, frames)
+    if info.role == "consequence":
+        end = next((_CONSEQUENCE_END[i] for i in info.implies if i in _CONSEQUENCE_END), "waiting")
+        return end, info.category, info.basis
+    if info.role == "benign":
+        return "handled", info.category, info.basis
+    if info.basis == "default":  # an ordinary exception: words of a consequence the catalog has no family for
+        if _PEER_GONE.search(m):
+            return "lost_peer", "nccl_error", "default"
+        if _WAIT_EXC.search(t) or _WAIT_MSG.search(m):
+            return "waiting", "collective_timeout", "default"
+        if _STOP_EXC.search(t) or re.search(r"(?i)got signal|SIGTERM|Terminated", m):
+            return "terminated", "rank_crash", "default"
+    return "root", info.category, info.basis
 
 
 def fatal_signal_name(details: dict | None, message: str = "") -> str | None:
@@ -79,6 +98,8 @@ def fatal_signal_name(details: dict | None, message: str = "") -> str | None:
         v = str(d.get(key) if d.get(key) is not None else "")
         if v.startswith("-") and v[1:] in _FATAL_NAMES:
             return _FATAL_NAMES[v[1:]]
+        if v in _FATAL_NAMES and not v.isdigit():  # `terminated with signal SIGABRT`
+            return _FATAL_NAMES[v]
     low = message.lower()
     for word, name in _FATAL_WORDS.items():
         if word in low and "fatal python error" in low:
@@ -89,7 +110,7 @@ def fatal_signal_name(details: dict | None, message: str = "") -> str | None:
 def exit_code(details: dict | None) -> int | None:
     """The numeric exit code an exit/launcher event states (negative: killed by that signal)."""
     d = details or {}
-    for key in ("exitcode", "code", "code2", "code3", "code5", "code6"):
+    for key in ("exitcode", "code", "code2", "code3", "code4", "code5", "code6"):
         v = d.get(key)
         if v is None:
             continue
@@ -97,9 +118,11 @@ def exit_code(details: dict | None) -> int | None:
             return int(str(v).strip())
         except ValueError:
             continue
-    sig = str(d.get("signal") or "")
+    sig = str(d.get("signal") or d.get("code4") or "")
     if sig in ("SIGKILL",):
         return -9
+    if sig in ("SIGTERM",):
+        return -15
     return None
 
 
@@ -136,49 +159,38 @@ class _Ends:
     def __init__(self):
         self.cands: dict[int, list[tuple]] = {}
 
-    def add(self, rank, end: str, detail: str, source, line, ts) -> None:
+    def add(self, rank, end: str, detail: str, source, line, ts, category: str | None = None) -> None:
         if _null(rank):
             return
         pos = (0, _time(ts).value) if _time(ts) is not None else (1, int(line) if not _null(line) else 0)
         self.cands.setdefault(int(rank), []).append((_PRIORITY.index(end), pos, end, detail[:300],
-                                                     _at(source, line), _time(ts)))
+                                                     _at(source, line), _time(ts), category))
 
     def best(self, rank: int):
         c = self.cands.get(rank)
         return min(c) if c else None
 
 
-def _handled(tb, later_steps: dict) -> bool:
-    """An exception after which the same rank reported more training steps in the same file: it went on."""
-    lines = later_steps.get((tb.rank, tb.source))
-    end = tb.end_line if not _null(tb.end_line) else tb.line
-    return bool(lines) and not _null(end) and lines[-1] > int(end)
-
-
 def fill_ends(tables, rows: dict, row) -> None:
     """Add `end`, `end_detail`, `end_cause`, `end_at`, `end_ts` to every rank's row (rank_state's dict of rows)."""
     ends = _Ends()
-    st = tables.steps
-    later: dict = {}
-    if len(st):
-        s = st[st["rank"].notna() & st["step"].notna() & (st["phase"] == "train")]
-        for r, src, ln in zip(s["rank"].tolist(), s["source"].tolist(), s["line"].tolist()):
-            later.setdefault((r, src), []).append(int(ln))
-        for v in later.values():
-            v.sort()
+    goes = _GoesOn(tables)
     tb = tables.tracebacks
     if len(tb):
+        handled = handled_tracebacks(tables)
         tb = tb[tb["rank"].notna()]
-        for rec in tb.itertuples(index=False):
+        handled = [h for h, r in zip(handled, tables.tracebacks["rank"].tolist()) if not _null(r)]
+        for rec, was_handled in zip(tb.itertuples(index=False), handled):
             if str(rec.exc_type).endswith("Warning"):
                 continue
-            role = exception_role(rec.exc_type, rec.exc_message)
-            if role == "root" and _handled(rec, later):
+            role, category, basis = classify(rec.exc_type, rec.exc_message, rec.frames)
+            if role == "handled" or role == "root" and was_handled:
                 continue
             end = "exception" if role == "root" else role
             ends.add(rec.rank, end, f"{rec.exc_type}: {str(rec.exc_message)[:200]}", rec.source,
-                     rec.end_line if not _null(rec.end_line) else rec.line, rec.ts)
-    _event_ends(tables, ends)
+                     rec.end_line if not _null(rec.end_line) else rec.line, rec.ts,
+                     f"{category}:{basis}" if role == "root" else None)
+    _event_ends(tables, ends, goes)
     for r, rr in rows.items():
         cls = rr.get("stack_class")
         if cls == "collective_wait":
@@ -194,10 +206,19 @@ def fill_ends(tables, rows: dict, row) -> None:
             if rr.get("files") or rr.get("last_activity") or rr.get("last_step") is not None:
                 rr.update(end="running", end_cause=None)
             continue
-        _, _, end, detail, at, ts = b
+        _, _, end, detail, at, ts, category = b
         cause = "root" if end in ROOT_ENDS else "normal" if end == "exited" else \
             "consequence" if end in CONSEQUENCE_ENDS else None
-        rr.update(end=end, end_detail=detail, end_cause=cause, end_at=at, end_ts=ts)
+        if category is None and end == "exception":
+            category = _event_category(detail)
+        rr.update(end=end, end_detail=detail, end_cause=cause, end_at=at, end_ts=ts, end_category=category)
+
+
+def _event_category(detail: str) -> str | None:
+    """The catalog's category of an error line that ended a rank (no traceback: a bare OOM, a C++ abort)."""
+    from postmortem import catalog
+    fam = catalog.family_of(detail.split(": ", 1)[-1])
+    return f"{fam.category}:family" if fam is not None and fam.role == "root" else None
 
 
 def _split_at(at) -> tuple:
@@ -207,7 +228,7 @@ def _split_at(at) -> tuple:
     return (src, int(line)) if line.isdigit() else (str(at), None)
 
 
-def _event_ends(tables, ends: _Ends) -> None:
+def _event_ends(tables, ends: _Ends, goes: "_GoesOn") -> None:
     """Ends stated by event lines: signals, kills, exits, launcher summaries, timeouts, closed peers, own errors."""
     ev = tables.events
     if not len(ev):
@@ -233,7 +254,8 @@ def _event_ends(tables, ends: _Ends) -> None:
         elif k == "host_oom":
             if d.get("pid") or d.get("kpid") or d.get("scope"):
                 continue  # a kernel line about some pid: joined to a rank through the launcher's exit codes
-            ends.add(rank, "exception", f"memory refused: {msg}", rec.source, rec.line, rec.ts)
+            if not goes.went_on(rank, rec.source, rec.line):  # an allocation refused and retried smaller: handled
+                ends.add(rank, "exception", f"memory refused: {msg}", rec.source, rec.line, rec.ts)
         elif k in ("exit", "torchrun_failure"):
             _exit_end(ends, rank, d, msg, rec)
         elif k == "end_marker":
@@ -251,7 +273,7 @@ def _event_ends(tables, ends: _Ends) -> None:
             if k == "nccl_error" and _PEER_GONE.search(msg):
                 ends.add(rank, "lost_peer", msg, rec.source, rec.line, rec.ts)
             elif k != "error" or d.get("cpp_type") or d.get("check"):
-                if exception_role("", msg) == "root":
+                if exception_role("", msg) == "root" and not goes.went_on(rank, rec.source, rec.line):
                     ends.add(rank, "exception", f"{k}: {msg}", rec.source, rec.line, rec.ts)
 
 
@@ -280,7 +302,8 @@ def _exit_rank(d: dict, pid_rank: dict, one_launcher: bool):
             pid = None
         if pid is not None and pid in pid_rank:
             return pid_rank[pid]
-    local = d.get("local_rank")
+    # torchrun's agent names the local rank, mp.spawn the process index: with one launcher, the global rank
+    local = d.get("local_rank", d.get("proc"))
     if local is not None and str(local).isdigit() and one_launcher:
         return int(local)
     return None
@@ -323,3 +346,97 @@ def _inferred_exits(tables, rows: dict, ends: _Ends) -> None:
         if rr.get("files") or rr.get("last_activity") or rr.get("last_step") is not None:
             ends.add(r, "exited", "not in the launcher's list of failed ranks (exited normally)", first["source"],
                      first["line"], None)
+
+
+UNRANKED_GOES_ON = 3  # later step reports a rank-less stream needs after an exception to have gone on
+
+
+class _GoesOn:
+    """Where each output stream (a file, and the rank of its lines) went on after a line: later training steps or
+    an end-of-training marker in the same stream, or a zero exit of its rank."""
+
+    def __init__(self, tables):
+        import bisect
+        self._bisect = bisect.bisect_right
+        self.after: dict = {}
+        st = tables.steps
+        if len(st):
+            s = st[st["step"].notna() & (st["phase"] == "train")]
+            for r, src, ln in zip(s["rank"].tolist(), s["source"].tolist(), s["line"].tolist()):
+                self.after.setdefault((_rank_key(r), src), []).append(int(ln))
+        ev = tables.events
+        self.exited_ok: set = set()
+        if len(ev):
+            ends = ev[ev["kind"] == "end_marker"]
+            for r, src, ln in zip(ends["rank"].tolist(), ends["source"].tolist(), ends["line"].tolist()):
+                if not _null(ln):
+                    self.after.setdefault((_rank_key(r), src), []).append(int(ln))
+            pid_rank, one = _launcher_ranks(ev)
+            ex = ev[ev["kind"].isin(["exit", "torchrun_failure"])]
+            for r, d in zip(ex["rank"].tolist(), ex["details"].tolist()):
+                d = d or {}
+                rank = r if not _null(r) else (d.get("rank") if isinstance(d.get("rank"), int) else
+                                               _exit_rank(d, pid_rank, one))
+                if rank is not None and not _null(rank) and exit_code(d) == 0:
+                    self.exited_ok.add(int(rank))
+        for v in self.after.values():
+            v.sort()
+        self.all_normal = _all_normal(tables, self.exited_ok)
+
+    def went_on(self, rank, source, line) -> bool:
+        """True when the stream of (rank, source) went on training or ended normally after `line`."""
+        if self.all_normal or not _null(rank) and int(rank) in self.exited_ok:
+            return True
+        lines = self.after.get((_rank_key(rank), source))
+        if not lines or _null(line):
+            return False
+        # A stream without a rank mixes processes: another rank's last few reports can follow a crash, so it went
+        # on only when several more came (one process printing on).
+        need = 1 if not _null(rank) else UNRANKED_GOES_ON
+        return self._bisect(lines, int(line)) <= len(lines) - need
+
+
+def _all_normal(tables, exited_ok: set) -> bool:
+    """The job exited 0 (the collector's manifest, a launcher's job-level exit) or every rank that reported
+    progress exited 0, and nothing says a process failed (a non-zero exit, a kill, a fatal signal, a launcher
+    failure): then every exception the job printed was handled. End-of-training markers alone do not say it (a
+    rank can print one and crash in its final save)."""
+    ev = tables.events
+    if ev.empty:
+        return False
+    if ev["kind"].isin(["torchrun_failure", "killed", "fatal_signal", "torchrun_summary"]).any():
+        return False
+    ex = ev[ev["kind"] == "exit"]
+    codes = [exit_code(d) for d in ex["details"].tolist()]
+    if not codes or any(c not in (0, None) for c in codes):
+        return False
+    job_level = any(c == 0 and _null(r) and (d or {}).get("local_rank") is None and (d or {}).get("task") is None
+                    for c, r, d in zip(codes, ex["rank"].tolist(), ex["details"].tolist()))
+    if job_level:
+        return True
+    st = tables.steps
+    progressed = {int(r) for r in st["rank"].dropna().unique().tolist()} if len(st) else set()
+    return bool(progressed) and progressed <= exited_ok
+
+
+def _rank_key(r):
+    return None if _null(r) else int(r)
+
+
+def handled_tracebacks(tables) -> list[bool]:
+    """For each row of `tables.tracebacks`: whether the program went on after it (more training steps or an
+    end-of-training marker in the same stream, or a zero exit of its rank): a handled exception, never a cause."""
+    tb = tables.tracebacks
+    if tb.empty:
+        return []
+    cached = getattr(tables, "_handled", None)
+    if cached is not None and cached[0] is tb:
+        return cached[1]
+    goes = _GoesOn(tables)
+    out = [goes.went_on(r, s, e if not _null(e) else ln) for r, s, ln, e in
+           zip(tb["rank"].tolist(), tb["source"].tolist(), tb["line"].tolist(), tb["end_line"].tolist())]
+    try:
+        tables._handled = (tb, out)
+    except AttributeError:
+        pass
+    return out

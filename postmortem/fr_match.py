@@ -154,9 +154,10 @@ def _match_pg(pg: str, by_rank: dict[int, dict[int, _Entry]], expected: Iterable
             candidates.append(Divergence(pg, seq, "missing", absent, op,
                                          f"ranks {list(absent)} never issued #{seq} ({op}) that ranks "
                                          f"{sorted(here)} issued", ts))
+        # all_to_all / gather / scatter move different amounts per rank (uneven splits, MoE routing): no size check.
+        uneven = any(u in (op or "") for u in _UNEVEN_OUTPUT_OPS)
         checks = {"op": {r: e.op for r, e in here.items()},
-                  "size": {r: (e.numel_in, None if any(u in (e.op or "") for u in _UNEVEN_OUTPUT_OPS)
-                               else e.numel_out) for r, e in here.items()},
+                  "size": {} if uneven else {r: (e.numel_in, e.numel_out) for r, e in here.items()},
                   "dtype": {r: e.dtype for r, e in here.items() if e.dtype is not None},
                   "state": {r: e.state for r, e in here.items()}}
         for fld, values in checks.items():

@@ -13,8 +13,8 @@ from postmortem.rules.facts import WAIT_KINDS
 
 COLUMNS = ["rank", "host", "last_step", "last_step_ts", "last_step_at", "last_ts", "last_activity",
            "last_activity_at", "last_enqueued", "last_started", "last_completed", "last_op", "collective_at", "waiting",
-           "stack_class", "stack_where", "stack_signature", "stack_at", "first_error", "first_error_ts",
-           "first_error_at", "exit", "exit_at", "end", "end_detail", "end_cause", "end_at", "end_ts", "files"]
+           "stack_class", "stack_where", "stack_in_step", "stack_signature", "stack_at", "first_error", "first_error_ts",
+           "first_error_at", "exit", "exit_at", "end", "end_detail", "end_cause", "end_category", "end_at", "end_ts", "files"]
 
 # Column -> (dtype, meaning): the reference for docs/tables.md and the notebook API.
 COLUMN_DOCS = {
@@ -38,6 +38,9 @@ COLUMN_DOCS = {
                               "checkpoint_io, compute, sleep_lock, idle, unknown); from dumps or from a "
                               "traceback that shows where it was (Ctrl-C, SIGTERM, cut off, timed out)"),
     "stack_where": ("object", "the frame that decided the class, as `func (file:line)`"),
+    "stack_in_step": ("object", "True when the end stack is inside the training step (forward, backward, the "
+                                "optimizer step), False when it is elsewhere (saving, evaluation, the end of an "
+                                "epoch), null without a stack"),
     "stack_signature": ("object", "the stack's signature (equal for equal stacks)"),
     "stack_at": ("object", "source:line of the stack"),
     "first_error": ("object", "earliest error of the rank (event kind or exception type, and its message)"),
@@ -50,6 +53,8 @@ COLUMN_DOCS = {
     "end_detail": ("object", "what ended it: the exception, the signal, the exit code, the collective it waited in"),
     "end_cause": ("object", "root (it ended on its own), consequence (of another rank: timeouts, closed peers, the "
                             "launcher's SIGTERM), normal, or null"),
+    "end_category": ("object", "for a rank that ended on its own: the failure category its end says, from the "
+                               "message catalog (`category:basis`, basis = family, class, frame or default)"),
     "end_at": ("object", "source:line of the end"),
     "end_ts": ("datetime64[ns, UTC]", "time of the end where a line gives it"),
     "files": ("object", "the rank's own log files (list)"),
@@ -158,7 +163,7 @@ def rank_state(tables) -> pd.DataFrame:
     _last_step(st, row)
     _last_activity(st, ev, row)
     _collectives(_ranked(tables.collectives), ev, row)
-    _end_stack(_ranked(tables.stacks), row)
+    _end_stack(_ranked(tables.stacks), row, {r: rr.get("waiting") for r, rr in rows.items()})
     _first_error(ev, _ranked(tables.tracebacks), row)
     _exits(tables.events, row)
     ends_mod.fill_ends(tables, rows, row)
@@ -251,19 +256,27 @@ def _collectives(coll: pd.DataFrame, ev: pd.DataFrame, row) -> None:
             row(r)["waiting"] = True
 
 
-def _end_stack(stk: pd.DataFrame, row) -> None:
+def _end_stack(stk: pd.DataFrame, row, rows_waiting: dict | None = None) -> None:
     """The latest main-thread stack per rank (dumps, or a traceback that shows where the rank was)."""
     if not len(stk):
         return
     stk = stk[~stk["frames"].map(stacks_mod.is_launcher)]
     main = stk[(stk["thread_name"] == "MainThread") | stk["thread_name"].isna()]
     main = main if len(main) else stk
-    for rec in _last_by_position(main).itertuples(index=False):
+    waited = {int(r) for r, w in (rows_waiting or {}).items() if w}
+    last = _last_by_position(main)
+    others_wait = any(stacks_mod.classify_frames(fr) == "collective_wait" for fr in last["frames"])
+    for rec in last.itertuples(index=False):
         cls = stacks_mod.classify_frames(rec.frames)
+        if cls == "compute" and (others_wait or int(rec.rank) in waited) and \
+                stacks_mod.waits_inside_backward(rec.frames):
+            # DDP's gradient all-reduce waits inside backward: a rank there while others wait in collectives, or
+            # that reported the timeout itself, is waiting too (py-spy shows no frame below backward)
+            cls = "collective_wait"
         uf = stacks_mod.blocking_frame(rec.frames) or stacks_mod.last_user_frame(rec.frames) or {}
         rr = row(rec.rank)
         rr.update(stack_class=cls, stack_signature=rec.signature, stack_at=_at(rec.source, rec.line),
-                  stack_where=_where(uf) if uf else None)
+                  stack_where=_where(uf) if uf else None, stack_in_step=stacks_mod.in_training_step(rec.frames))
         if cls == "collective_wait":
             rr["waiting"] = True
         act = _STACK_ACTIVITY.get(cls, "unknown")

@@ -22,6 +22,7 @@ TABLE_COLUMNS: dict[str, list[str]] = {
             "processes", "ecc_uncorrected", "lost", "snapshot"],
     "nccl": ["level", "subsys", "comm_id", "nranks", "cuda_dev", "bus_id", "version", "message", "pid",
              "nccl_rank"],
+    "last_lines": ["key", "message", "seen", "distance"],
 }
 
 # dtypes enforced on build; anything not listed stays object (lists/dicts/strings).
@@ -29,11 +30,13 @@ DTYPES: dict[str, str] = {
     "line": "Int64", "rank": "Int64", "bytes": "Int64", "lines": "Int64", "step": "Int64", "total": "Int64",
     "seq": "Int64", "numel_in": "Int64", "numel_out": "Int64", "timeout_ms": "Int64", "elapsed_ms": "Int64",
     "last_enqueued": "Int64", "last_completed": "Int64", "pid": "Int64", "gpu_index": "Int64",
-    "nranks": "Int64", "cuda_dev": "Int64", "nccl_rank": "Int64", "end_line": "Int64", "chained_from": "Int64",
+    "nranks": "Int64", "cuda_dev": "Int64", "nccl_rank": "Int64", "key": "Int64", "distance": "Int64", "end_line": "Int64", "chained_from": "Int64",
     "loss": "float64", "lr": "float64", "step_time": "float64", "epoch": "float64",
     "mem_used_mib": "float64", "mem_total_mib": "float64", "util_pct": "float64", "temp_c": "float64",
     "power_w": "float64", "ecc_uncorrected": "float64", "snapshot": "Int64",
 }
+
+BOOL_COLUMNS = frozenset({"parsed_ok", "seen"})
 
 TABLE_NAMES = list(TABLE_COLUMNS)
 _ALLOWED = {t: frozenset(COMMON + cols) for t, cols in TABLE_COLUMNS.items()}  # checked once per parsed file
@@ -71,7 +74,7 @@ def frame_from_columns(table: str, data: dict[str, list], n: int) -> pd.DataFram
         values = pd.Series(data[col] if col in data else [None] * n, dtype=object)
         if col == "ts":
             out[col] = _times(values)
-        elif col == "parsed_ok":
+        elif col in BOOL_COLUMNS:
             out[col] = values.fillna(False).astype(bool)
         elif col in DTYPES:
             out[col] = _coerce(values, DTYPES[col])
@@ -126,6 +129,8 @@ TABLE_DOCS: dict[str, str] = {
     "stacks": "one row per thread in a stack dump (py-spy, faulthandler, gdb) of a process",
     "gpu": "one row per GPU per nvidia-smi snapshot",
     "nccl": "one row per NCCL_DEBUG line kept (setup, WARN lines)",
+    "last_lines": "each rank's last lines in each file (at most 20 per rank and file), whatever they say: what "
+                  "the odd-lines stage compares across ranks",
 }
 
 COLUMN_DOCS: dict[str, str] = {
@@ -195,6 +200,10 @@ COLUMN_DOCS: dict[str, str] = {
     "cuda_dev": "CUDA device of the rank",
     "version": "NCCL version",
     "nccl_rank": "rank within the NCCL communicator",
+    "key": "the line's template key: a checksum of its text with digits, blanks and bar glyphs removed (lines of "
+           "one shape share it)",
+    "seen": "last_lines: the rank printed the same template earlier in the file (its start or earlier in its tail)",
+    "distance": "last_lines: how many of the rank's lines in this file follow this one (0: its last line)",
 }
 
 
@@ -202,7 +211,7 @@ def dtype_of(col: str) -> str:
     """The pandas dtype a column has in every built table."""
     if col == "ts":
         return TS_DTYPE
-    return DTYPES.get(col, "bool" if col == "parsed_ok" else "object")
+    return DTYPES.get(col, "bool" if col in BOOL_COLUMNS else "object")
 
 
 def reference_markdown() -> str:
@@ -227,6 +236,17 @@ def reference_markdown() -> str:
             "`source:line` it came from in a `*_at` column.", "",
             "| column | dtype | meaning |", "|---|---|---|"]
     out += [f"| `{c}` | {dtype} | {meaning} |" for c, (dtype, meaning) in RANK_DOCS.items()]
+    out.append("")
+    from postmortem.odd_lines import COLUMN_DOCS as ODD_DOCS
+    out += ["## `odd_lines`", "",
+            "The odd lines, found without knowing their words (`a.tables.odd_lines`, `postmortem/odd_lines.py`): "
+            "each rank's last lines (`last_lines`) reduced to template keys and compared across ranks. `minority`: a "
+            "template a minority of ranks printed near their end, new there; `missing`: a template every rank but a "
+            "minority printed near its end (the ranks listed did not). With `--baseline GOOD_RUN` (API: "
+            "`analyze(path, baseline=...)`) a template the good run printed is not new. `suspect` rows point at the "
+            "culprits when the ranks' ends alone name none; the verdict cites them.", "",
+            "| column | dtype | meaning |", "|---|---|---|"]
+    out += [f"| `{c}` | {dtype} | {meaning} |" for c, (dtype, meaning) in ODD_DOCS.items()]
     out.append("")
     out += ["## `Analysis` attributes", "",
             "| attribute | what |", "|---|---|",

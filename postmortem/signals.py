@@ -41,13 +41,17 @@ def collect(tables) -> Signals:
     ev = tables.events
     tb = tables.tracebacks
     if len(tb):
-        real = tb[~tb["exc_type"].astype(str).str.endswith("Warning")]
+        from postmortem.ends import handled_tracebacks
+        went_on = pd.Series(handled_tracebacks(tables), index=tb.index, dtype=bool)
+        real = tb[~tb["exc_type"].astype(str).str.endswith("Warning") & ~went_on]
         for _, row in real.head(3).iterrows():
             out.failure.append(("an exception", _ev(row, f"{row['exc_type']}: {row['exc_message']}")))
     if len(ev):
         bad = ev[ev["kind"].isin(FATAL_EVENT_KINDS) & ev["level"].isin(["E", "F", "e", "error"])]
         bad = pd.concat([bad, ev[ev["kind"].isin(["killed", "fatal_signal", "host_oom"])]]).drop_duplicates(
             subset=["source", "line", "kind"])
+        from postmortem.rules.facts import fatal
+        bad = fatal(tables, bad)  # an error the stream went on from (a probe that retried smaller) is no failure
         for _, row in bad.head(3).iterrows():
             out.failure.append((str(row["kind"]).replace("_", " "), _ev(row, str(row["message"]))))
         exits = ev[ev["kind"] == "exit"]

@@ -8,6 +8,7 @@ from itertools import repeat
 import pandas as pd
 
 from postmortem import bundle, schema
+from postmortem.ends import exception_role
 from postmortem import stacks as stacks_mod
 from postmortem.discover import Source
 
@@ -109,9 +110,11 @@ def traceback_stacks(stacks: pd.DataFrame, tracebacks: pd.DataFrame) -> pd.DataF
     rows = []
     for tb in tracebacks.itertuples(index=False):
         frames = tb.frames or []
-        if len(frames) < 2:
-            continue
-        where = _WHERE_EXC.search(str(tb.exc_type)) or _WHERE_MSG.search(str(tb.exc_message)[:300])
+        if len(frames) < 2 or stacks_mod.is_launcher(frames):
+            continue  # a launcher's own traceback (mp.spawn's join, torchrun's agent) is no rank's stack
+        role = exception_role(tb.exc_type, tb.exc_message, frames)
+        where = _WHERE_EXC.search(str(tb.exc_type)) or _WHERE_MSG.search(str(tb.exc_message)[:300]) \
+            or role in ("lost_peer", "waiting")
         if not where and stacks_mod.classify_frames(frames) != "collective_wait":
             continue  # an ordinary exception outside a collective is an error, not a picture of a hang
         if tb.exc_type == "<truncated>" and stacks_mod.classify_frames(frames) not in ("collective_wait", "logging"):
@@ -121,10 +124,11 @@ def traceback_stacks(stacks: pd.DataFrame, tracebacks: pd.DataFrame) -> pd.DataF
         unit = tb.rank if pd.notna(tb.rank) else tb.source
         if unit in dumped:
             continue
-        if _TIMEOUT_MSG.search(str(tb.exc_message)[:300]) and stacks_mod.classify_frames(frames) != "collective_wait":
-            # A collective that timed out raised inside C++ (DDP's gradient all-reduce in backward, a gloo wait):
-            # the exception itself says where the rank was, so the stack says it too.
-            frames = [{"func": "c10d::Work::wait (the collective timed out inside C++)", "file": "", "line": None,
+        if role in ("lost_peer", "waiting") and stacks_mod.classify_frames(frames) != "collective_wait":
+            # A collective that timed out or lost its peer raised inside C++ (DDP's gradient all-reduce in backward,
+            # a gloo wait): the exception itself says where the rank was, so the stack says it too.
+            what = "timed out" if role == "waiting" else "lost its peer"
+            frames = [{"func": f"c10d::Work::wait (the collective {what} inside C++)", "file": "", "line": None,
                        "native": True}] + list(frames)
         outer = str(frames[-1].get("func", ""))
         rows.append({"source": tb.source, "line": tb.line, "rank": tb.rank, "host": tb.host, "ts": tb.ts,

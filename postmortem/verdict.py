@@ -28,6 +28,10 @@ def decide(findings: list[Finding], has_inputs: bool, signals=None, ranks=None,
         return _no_finding(signals, culprits), []
     root = ordered[0]
     _follow_culprits(root, culprits, ranks)
+    # The asymmetry's own finding adds nothing below a root that names the same culprits, and its odd-lines guess
+    # is no rival to a root that explains the failure.
+    ordered = [root] + [f for f in ordered[1:] if not (
+        f.rule == "end-state-asymmetry" and (set(f.culprit_ranks) <= set(root.culprit_ranks) or f.category == "unknown"))]
     if root.step is None and root.culprit_ranks:
         root.step = culprit_step(ranks, root.culprit_ranks)
     for f in ordered[1:]:
@@ -50,6 +54,11 @@ def _follow_culprits(root: Finding, culprits, ranks) -> None:
         root.affected_ranks = sorted(set(root.affected_ranks) | set(culprits.affected) - set(culprits.ranks))
         root.explanation = f"{root.explanation} Culprit from how the ranks ended: {culprits.reason}."
         root.evidence = list(root.evidence) + [e for e in culprits.evidence if e not in root.evidence][:3]
+        return
+    if culprits.alike and root.culprit_ranks and set(root.culprit_ranks) >= set(culprits.affected):
+        # every rank failed alike: a finding that names them all names no culprit
+        root.affected_ranks = sorted(set(root.affected_ranks) | set(root.culprit_ranks))
+        root.culprit_ranks = []
         return
     if root.culprit_ranks or culprits.alike or root.confidence < 0.8:
         return

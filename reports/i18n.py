@@ -540,6 +540,8 @@ ADVICE: dict[str, dict[str, str]] = {"zh": {
                        "（使用内存映射或共享内存），或申请内存更大的节点。",
     "logger-blocks-loop": "不要让日志阻塞训练循环：只在 rank 0 记录、降低频率，wandb 使用后台线程/离线模式"
                           "（WANDB_MODE=offline 之后再同步），避免在集合通信之间做同步的网络 I/O。",
+    "loss-scale-collapse": "改用 bf16（无需损失缩放），降低学习率或延长 warmup，裁剪梯度；在一个 step 上用 "
+                           "torch.autograd.set_detect_anomaly 找出在 fp16 下溢出的算子。",
     "nan-loss": "降低学习率或加入预热，开启梯度裁剪，检查输入数据中的 NaN/Inf，使用 bf16 或损失缩放；"
                 "用 torch.autograd.set_detect_anomaly(True) 定位第一次出现 NaN 的算子。",
     "nccl-failure": "检查出错 rank 所在节点的网络与 IB/RoCE 链路、NCCL 版本一致性及 NCCL_SOCKET_IFNAME 等设置；"

@@ -148,3 +148,76 @@ def test_random_bytes_with_pickle_header(tmp_path):
 def test_numel_of_shapes():
     assert numel([[16], [4, 4]]) == 32 and numel([]) == 0 and numel([[]]) == 1
     assert numel("x") is None and numel([["a"]]) is None
+
+
+# --- group identity: a dump's local pg ids (pg_status keys, entries' pg_id) -> global names (pg_config keys) ---
+
+from parsers.flight_recorder import group_names, p2p_peer  # noqa: E402
+
+NVRX = os.path.join(os.path.dirname(__file__), "fixtures", "fr_nvrx")
+
+
+def test_group_names_by_entries_then_creation_order():
+    # ids 0,1,4,5,6 (local creation order), names 0,1,33,35,43 (job-wide creation order); entries pair 5 <-> 35.
+    got = group_names(["0", "1", "4", "5", "6"], ["0", "1", "33", "35", "43"], {"5": "35"})
+    assert got == {"5": ("35", "entries"), "0": ("0", "order"), "1": ("1", "order"), "4": ("33", "order"),
+                   "6": ("43", "order")}
+
+
+def test_group_names_leaves_unknown_what_order_cannot_settle():
+    # one more name than ids between the anchors: which one never ran an op is unknown
+    got = group_names(["0", "4", "6"], ["0", "33", "34", "43"], {"0": "0", "6": "43"})
+    assert got == {"0": ("0", "entries"), "6": ("43", "entries")}
+    # hashed names carry no order
+    assert group_names(["0", "1"], ["a1f3", "9c2e"], {}) == {}
+    # anchors out of order: no inference at all
+    assert group_names(["1", "2", "3"], ["10", "20", "30"], {"1": "30", "3": "10"}) == {"1": ("30", "entries"),
+                                                                                      "3": ("10", "entries")}
+
+
+def test_group_names_of_a_gloo_dump_with_one_unnamed_group():
+    assert group_names(["0"], [""], {}) == {"0": ("0", "single")}
+    assert group_names(["0"], [""], {"0": "0"}) == {"0": ("0", "entries")}
+
+
+def test_p2p_peer_is_a_position_in_the_group():
+    assert p2p_peer("nccl:send 0->3", [0, 4, 8, 12]) == 12 and p2p_peer("nccl:recv 3<-1", [3, 7, 11, 15]) == 7
+    assert p2p_peer("nccl:recv 0<-9", [0, 8]) is None and p2p_peer("nccl:all_reduce", [0, 1]) is None
+
+
+@pytest.mark.parametrize("case", ["gpu_error_1st", "lock_gil_1st"])
+def test_real_nccl_dumps_name_every_group_globally(case):
+    """Every status event of the real 16-rank dumps carries the global group name; where an entry pairs a local id
+    with its name, the events agree with it, and a group with no entry gets the name its rank set implies."""
+    folder = os.path.join(NVRX, case)
+    for src in discover(folder):
+        if src.kind != "flight_recorder":
+            continue
+        result = parse_source(src)
+        rows = result.rows.get("collectives", [])  # ranks 9 and 14 of lock_gil: nothing pending
+        paired = {}
+        for ev in result.rows["events"]:
+            d = ev["details"]
+            assert d["pg"] is not None and src.rank in d["ranks"], d
+            paired[d["pg_id"]] = d["pg"]
+        for row in rows:
+            assert row["pg"] in paired.values()
+        assert len(set(paired.values())) == len(paired)  # no two local ids on one group
+
+
+def test_real_dump_marks_send_recv_groups_and_the_peer_waited_on():
+    src = next(s for s in discover(os.path.join(NVRX, "lock_gil_1st")) if s.source == "_dump_0")
+    events = {e["details"]["pg"]: e["details"] for e in parse_source(src).rows["events"]}
+    pipe = events["39"]  # PIPELINE_MODEL_PARALLEL_GROUP [0, 8]: rank 0 sends to rank 8
+    assert pipe["p2p"] and pipe["p2p_pending_op"] == "nccl:send 0->1" and pipe["p2p_peer"] == 8
+    assert events["0"]["p2p"] and events["0"]["p2p_peer"] == 8  # the default group carried a recv from rank 8
+    tp = events["35"]
+    assert not tp.get("p2p") and tp["first_pending_seq"] == 84920 and tp["pending_count"] == 6
+
+
+def test_group_in_pg_config_without_status_is_never_used_only_for_its_members(tmp_path):
+    dump = _nccl_dump()
+    dump["pg_config"]["7"] = {"name": "7", "desc": "tp", "ranks": "[2, 3]"}     # rank 3 belongs, never ran an op
+    dump["pg_config"]["8"] = {"name": "8", "desc": "other", "ranks": "[5, 6]"}  # not rank 3's group
+    events = {e["details"]["pg"]: e["details"] for e in parse_bytes(tmp_path, pickle.dumps(dump)).rows["events"]}
+    assert events["7"]["never_used"] and events["7"]["last_enqueued"] == -1 and "8" not in events

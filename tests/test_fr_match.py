@@ -99,3 +99,13 @@ def test_effective_state_and_p2p():
     assert effective_state("scheduled", 5, 4, last_started=5) == "started"
     assert effective_state("started", 5, -1) == "started"
     assert is_p2p("nccl:recv 1<-0") and is_p2p("nccl:send 0->1") and not is_p2p("nccl:reduce_scatter")
+
+
+def test_all_to_all_sizes_differ_by_design():
+    # MoE token routing: each rank sends a different number of rows through all_to_all; an all_reduce must match.
+    rows = [{"rank": r, "seq": 1, "op": "nccl:all_to_all", "numel_in": 4096 + 17 * r, "numel_out": 4096 - r}
+            for r in range(4)]
+    assert match_collectives(frame(rows)).pgs[0].mismatches == ()
+    rows = [{"rank": r, "seq": 1, "numel_in": 16 if r else 8, "numel_out": 16 if r else 8} for r in range(4)]
+    (mm,) = match_collectives(frame(rows)).pgs[0].mismatches
+    assert (mm.field, mm.odd_ranks) == ("size", (0,))

@@ -550,7 +550,8 @@ def test_file_that_grows_while_being_read_is_read_as_a_snapshot(tmp_path):
 
 def test_analysis_finishes_while_a_writer_keeps_appending(tmp_path):
     path = tmp_path / "rank0.log"
-    path.write_text(OOM + "\n" + "".join(f"step {i}\n" for i in range(20000)))
+    # the OOM ends the training steps (steps after it would say the program went on: a handled OOM)
+    path.write_text("".join(f"step {i}\n" for i in range(20000)) + OOM + "\n")
     stop = threading.Event()
     deadline = time.monotonic() + 60
 

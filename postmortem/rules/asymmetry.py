@@ -35,6 +35,11 @@ _MECHANISMS = {
         "straggler", 0.5, "{who} never reached the collective the others waited in",
         "Find what that rank did after its last line: take py-spy dumps of every rank when the job stalls "
         "(`py-spy dump --pid`), and enable the flight recorder (TORCH_FR_BUFFER_SIZE) to see who lagged."),
+    "gone": (
+        "rank_crash", 0.55, "{who} left without a word while the others were in a collective",
+        "The rank's process ended without printing an exception (os._exit, a native crash without faulthandler, a "
+        "kill from outside): run with PYTHONFAULTHANDLER=1, check dmesg and the scheduler for kills, and read its "
+        "last lines (cited) for what it did last."),
     "lagging": (
         "straggler", 0.55, "{who} fell behind on the collectives",
         "The lagging rank stopped issuing collectives: look at what it did instead (stacks, its last lines)."),
@@ -54,6 +59,36 @@ _ROOT_ENDS = {
 }
 
 
+# category of a culprit's own exception (postmortem.catalog) -> (title, remediation)
+_BY_CATEGORY = {
+    "host_oom": ("host memory refused", "The process asked for more host RAM than it could get (MemoryError, "
+                 "`DefaultCPUAllocator: can't allocate memory`, std::bad_alloc): check the allocation's size (a "
+                 "corrupt length or shape in the data makes it absurd), stream or shard the data instead of "
+                 "materialising it, lower the batch, or give the job more memory."),
+    "gpu_oom": ("GPU out of memory", "Lower the batch of the phase that failed, free memory before it "
+                "(torch.cuda.empty_cache()), use torch.no_grad() for evaluation, or "
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."),
+    "dataloader_failure": ("its DataLoader failed", "Fix the dataset code that raised in the worker (the worker's "
+                           "traceback is in the log); for killed workers check shared memory (/dev/shm) and host "
+                           "RAM; num_workers=0 reproduces it in the main process."),
+    "checkpoint_corruption": ("reading or writing a checkpoint failed", "Make the checkpoint write atomic (write to "
+                              "a temporary file, then rename), have one rank write and the others wait at a barrier "
+                              "before reading, and check the disk has room; delete a truncated checkpoint before "
+                              "resuming."),
+    "nan_inf": ("a numeric failure", "Find the first non-finite value (set_detect_anomaly on one step), lower the "
+                "learning rate, clip gradients, prefer bf16 to fp16."),
+    "ddp_usage_error": ("DDP misuse", "Fix the model/DDP usage the message names (find_unused_parameters, the same "
+                        "model on every rank, no parameter used twice with reentrant checkpointing)."),
+    "nccl_error": ("a communication error", "Check the network/transport the error names; run nccl-tests on the "
+                   "same nodes."),
+    "gpu_hardware": ("a GPU hardware fault", "Drain the node and run the vendor diagnostics (dcgmi diag)."),
+    "logging_blocking": ("its logger failed", "Guard the logger call (timeouts, offline mode) so a logging "
+                         "problem cannot stop training."),
+    "rank_crash": ("an exception of its own", "Fix the exception on the culprit rank (cited); the others' errors "
+                   "follow from it."),
+}
+
+
 def asymmetry_finding(c: Culprits, ranks) -> Finding | None:
     """The finding for an end-state asymmetry, or None when it names no culprit (or a root exception, which the
     exception rules classify)."""
@@ -62,11 +97,22 @@ def asymmetry_finding(c: Culprits, ranks) -> Finding | None:
     if c.mechanism in _MECHANISMS:
         category, conf, title, fix = _MECHANISMS[c.mechanism]
     elif c.mechanism in ("root-failure", "single-rank"):
-        ends = set(ranks[ranks["rank"].isin(c.ranks)]["end"].dropna()) if ranks is not None else set()
+        mine = ranks[ranks["rank"].isin(c.ranks)] if ranks is not None else None
+        ends = set(mine["end"].dropna()) if mine is not None else set()
         end = next((e for e in ("fatal_signal", "left") if e in ends), None)
-        if end is None:
-            return None  # exceptions and kills: the exception and memory rules read their messages
-        category, conf, title, fix = _ROOT_ENDS[end]
+        if end is not None:
+            category, conf, title, fix = _ROOT_ENDS[end]
+        else:
+            cats = [x for x in (mine["end_category"].dropna().tolist() if mine is not None and
+                                "end_category" in mine.columns else []) if x]
+            if "exception" not in ends or not cats:
+                return None  # kills: the memory rules read the kernel's and the launcher's lines
+            category, basis = cats[0].split(":", 1)
+            if category not in _BY_CATEGORY:
+                return None
+            conf = {"family": 0.7, "class": 0.65, "frame": 0.6}.get(basis, 0.5)
+            title, fix = _BY_CATEGORY[category]
+            title = "{who} failed first: " + title
     else:
         return None
     conf = min(conf, 0.3 + 0.5 * c.strength) if c.strength < 0.8 else conf

@@ -33,6 +33,30 @@ def ev(tables, kind: str | tuple[str, ...]) -> pd.DataFrame:
     return df.iloc[parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))]
 
 
+# Error kinds that a program can meet and go on from (an allocation probe that retries smaller, a bad record it
+# skips): where the stream went on training or ended normally afterwards, the line is not a cause.
+RECOVERABLE_KINDS = ("oom", "host_oom", "checkpoint_error", "dataloader", "cuda_error", "ddp_error", "error",
+                     "enospc")
+
+
+def fatal(tables, df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of `df` (events) after which their stream did not go on (postmortem.ends: later training steps or an
+    end-of-training marker in the same stream, or a zero exit of the rank)."""
+    if df.empty:
+        return df
+    from postmortem.ends import _GoesOn
+    goes = getattr(tables, "_goes_on", None)
+    if goes is None:
+        goes = _GoesOn(tables)
+        try:
+            tables._goes_on = goes
+        except AttributeError:
+            pass
+    keep = [k not in RECOVERABLE_KINDS or not goes.went_on(r, s, ln)
+            for k, r, s, ln in zip(df["kind"].tolist(), df["rank"].tolist(), df["source"].tolist(), df["line"].tolist())]
+    return df[pd.Series(keep, index=df.index, dtype=bool)]
+
+
 def _kind_positions(tables, df: pd.DataFrame) -> dict:
     """Row positions of each event kind, computed once per events table (the rules ask ~30 times; an `isin` over
     every event each time was the largest single cost of the rules on a 512-rank job)."""
@@ -90,8 +114,12 @@ def root_tracebacks(tables) -> pd.DataFrame:
     tb = tables.tracebacks
     if tb.empty:
         return tb
+    from postmortem.ends import handled_tracebacks
+    handled = handled_tracebacks(tables)  # the program went on after it: handled, never a cause
     # read column-wise: a Series per row costs ~50 us, and an error flood keeps thousands of tracebacks
-    return tb[[not _is_cascade(t, m) for t, m in zip(tb["exc_type"].tolist(), tb["exc_message"].tolist())]]
+    keep = [not h and not _is_cascade(t, m)
+            for t, m, h in zip(tb["exc_type"].tolist(), tb["exc_message"].tolist(), handled)]
+    return tb[pd.Series(keep, index=tb.index, dtype=bool)]
 
 
 def frame_funcs(frames) -> list[str]:

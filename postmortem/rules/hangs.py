@@ -9,7 +9,8 @@ import pandas as pd
 from postmortem.findings import Evidence, Finding
 from postmortem.sentences import sentence_case
 from postmortem.rules import facts, rule
-from postmortem.stacks import classify_frames, is_launcher
+from postmortem.stacks import classify_frames, is_launcher, waits_inside_backward
+from postmortem.stacks.classify import STEP_FRAMES
 
 _LOGGING = re.compile(r"wandb/|tensorboard|tensorboardx|tqdm/|rich/|mlflow|comet_ml|neptune")
 
@@ -119,6 +120,13 @@ def odd_rank_stack(tables):
     if len(latest) < 2:
         return _single_process(tables)
     cls = {u: _classify(fr) for u, fr in zip(latest["_unit"], latest["frames"])}
+    # A rank in autograd's backward while others wait in collectives, or that reported the timeout itself, waits in
+    # DDP's gradient all-reduce there (py-spy without --native shows no frame below backward).
+    others_wait = any(c == "collective_wait" for c in cls.values())
+    waited = _reported_waiting(tables)
+    for u, fr in zip(latest["_unit"], latest["frames"]):
+        if cls[u] == "compute" and (others_wait or u in waited) and waits_inside_backward(fr):
+            cls[u] = "collective_wait"
     rows = dict(zip(latest["_unit"], latest.to_dict("records")))
     waiting = [u for u, c in cls.items() if c == "collective_wait"]
     odd = [u for u, c in cls.items() if c != "collective_wait"]
@@ -165,6 +173,14 @@ def odd_rank_stack(tables):
     return []
 
 
+def _reported_waiting(tables) -> set:
+    """Ranks that reported waiting in a collective (a timeout or watchdog line)."""
+    ranks = tables.frames.get("ranks")
+    if ranks is None or ranks.empty:
+        return set()
+    return {int(r) for r, w in zip(ranks["rank"].tolist(), ranks["waiting"].tolist()) if w is True}
+
+
 def _name(unit) -> str:
     return f"rank {unit}" if isinstance(unit, int) else unit
 
@@ -194,11 +210,7 @@ def _single_process(tables) -> list[Finding]:
     return []
 
 
-# Frames of the training step itself: a collective under these is DDP/FSDP gradient or parameter traffic that every
-# rank runs each step; elsewhere (saving, logging, callbacks, evaluation) a collective sits in code that ranks can
-# skip or reach in a different order.
-_STEP_FRAMES = re.compile(r"(?:^|_)(?:backward|forward|optimizer_step|step|training_step|_run_ddp_forward|"
-                          r"pre_forward|post_backward|reduce_grad|all_reduce_grads|_sync_params)$")
+_STEP_FRAMES = STEP_FRAMES
 
 
 def _lone_collective_wait(st: pd.DataFrame, cls: pd.Series) -> list[Finding]:

@@ -143,7 +143,7 @@ def _launch_failure(launch: pd.DataFrame) -> list[Finding]:
                   "set TORCH_DISTRIBUTED_DEBUG=DETAIL to list the parameters.",
       references=("https://pytorch.org/docs/stable/notes/ddp.html",))
 def ddp_unused(tables):
-    d = facts.ev(tables, "ddp_error")
+    d = facts.fatal(tables, facts.ev(tables, "ddp_error"))
     if d.empty:
         return []
     return [Finding(rule="ddp-unused-parameters", category="ddp_usage_error", confidence=0.9, severity="error",

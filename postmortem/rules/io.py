@@ -18,7 +18,7 @@ from postmortem.rules import facts, rule
                   "file before resuming.",
       false_positives=("A corrupt download (not written by this job).",))
 def checkpoint_corrupt(tables):
-    bad = facts.ev(tables, "checkpoint_error")
+    bad = facts.fatal(tables, facts.ev(tables, "checkpoint_error"))
     tb = tables.tracebacks
     enospc = facts.ev(tables, "enospc")
     # ENOSPC raised inside torch.save / serialization is itself a truncated write.

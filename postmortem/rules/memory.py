@@ -14,7 +14,7 @@ ALLOCATOR_GROUPS = ("dev", "kernel", "thc", "thc2", "req2", "cublas")   # Python
 
 
 def _python_ooms(tables) -> pd.DataFrame:
-    oom = facts.ev(tables, "oom")
+    oom = facts.fatal(tables, facts.ev(tables, "oom"))
     if oom.empty:
         return oom
     return oom[[any(g in a for g in ALLOCATOR_GROUPS) for a in oom["details"]]]
@@ -100,7 +100,7 @@ def gpu_oom(tables):
                   "objects (copy-on-access in forked workers), smaller replay/prefetch buffers; check `dmesg -T`.",
       false_positives=("SIGKILL sent by a scheduler (time limit, preemption) or by torchrun after another rank failed.",))
 def host_oom(tables):
-    kills = facts.ev(tables, ("host_oom", "kernel_oom_kill"))
+    kills = facts.fatal(tables, facts.ev(tables, ("host_oom", "kernel_oom_kill")))
     shell = facts.ev(tables, "killed")
     mem = facts.ev(tables, "host_mem")
     sigkill = facts.ev(tables, ("torchrun_failure", "exit"))
@@ -186,7 +186,7 @@ def _ram_growth(mem: pd.DataFrame):
                   "for exceptions in workers fix the dataset code shown in the worker traceback.",
       references=("https://pytorch.org/docs/stable/data.html#multi-process-data-loading",))
 def dataloader_failure(tables):
-    dl = facts.ev(tables, "dataloader")
+    dl = facts.fatal(tables, facts.ev(tables, "dataloader"))
     if dl.empty:
         return []
     dl = dl.assign(_k=facts.order_keys(dl)).sort_values("_k")

@@ -79,3 +79,68 @@ def _first_nan_ranks(tables, nan, st_nan) -> list[int]:
         if len(lead) == 1 and (first.sort_values().iloc[1] - earliest).total_seconds() >= 1:
             return lead
     return []
+
+
+def loss_scale_trajectories(tables) -> dict:
+    """Per output stream (rank, else file), the loss-scale events in line order, with the training steps the stream
+    reported after its last one: {(rank, source): (events, rows, steps_after)}."""
+    from parsers import loss_scale
+    ls = facts.ev(tables, "loss_scale")
+    out: dict = {}
+    for rank, source, line, msg in zip(ls["rank"].tolist(), ls["source"].tolist(), ls["line"].tolist(),
+                                       ls["message"].tolist()):
+        e = loss_scale.read(str(msg))
+        if e is None:
+            continue
+        key = (None if facts._int(rank) is None else int(rank), source if facts._int(rank) is None else None)
+        out.setdefault(key, ([], []))[0].append(e)
+        out[key][1].append((source, facts._int(line), facts._int(rank), str(msg)))
+    st = tables.steps
+    result = {}
+    for key, (events, rows) in out.items():
+        after = None
+        if len(st):
+            last_src, last_line = rows[-1][0], rows[-1][1] or 0
+            s = st[(st["source"] == last_src) & (st["line"] > last_line) & (st["phase"] == "train")]
+            s = s[s["rank"] == key[0]] if key[0] is not None else s[s["rank"].isna()]
+            after = int(s["step"].nunique())
+        result[key] = (events, rows, after)
+    return result
+
+
+@rule(id="loss-scale-collapse", title="The fp16 loss scale collapsed towards its minimum", category="nan_inf",
+      severity="error",
+      description="Dynamic loss scaling (DeepSpeed, apex, fairseq, Megatron) halves the scale on every overflow "
+                  "and skips the step; a scale that keeps halving at the end of the log, down to the floor, or a "
+                  "scaler that says it cannot decrease any more, means every step overflows: the gradients are "
+                  "Inf/NaN, not just large. A few skips at the start that recover are calibration, not a failure.",
+      remediation="Train in bf16 (no loss scaling), lower the learning rate or warm it up longer, clip gradients, "
+                  "raise the scaler's minimum/hysteresis only to see more steps; find the layer that overflows "
+                  "(torch.autograd.set_detect_anomaly on one step, check attention/softmax in fp16).",
+      false_positives=("Skips while the scaler calibrates at the start of training (the scale then grows back).",))
+def loss_scale_collapse(tables):
+    from parsers import loss_scale
+    bad = []
+    for (rank, _), (events, rows, after) in loss_scale_trajectories(tables).items():
+        c = loss_scale.collapse(events, steps_after=after)
+        if c.verdict == "numeric_failure":
+            bad.append((rank, c, rows))
+    if not bad:
+        return []
+    floor = any(any(e.at_minimum for e in ev) for ev, _, _ in loss_scale_trajectories(tables).values())
+    ranks = sorted({r for r, _, _ in bad if r is not None})
+    world = facts.world_ranks(tables)
+    culprit = ranks if ranks and len(ranks) * 2 < max(len(world), 1) else []
+    rank, c, rows = bad[0]
+    evidence = [facts.Evidence(s, ln, r, m[:400]) for s, ln, r, m in rows[-3:]]
+    return [Finding(rule="loss-scale-collapse", category="nan_inf", confidence=0.85 if floor else 0.75,
+                    title="The fp16 loss scale collapsed" + (" to its minimum" if floor else ""),
+                    explanation=f"{c.reason[:1].upper()}{c.reason[1:]}"
+                                + (f" (rank {rank})" if rank is not None else "")
+                                + ": every step overflows, so the scaler skips them all and training makes no "
+                                  "progress; the gradients are Inf/NaN.",
+                    remediation="Switch to bf16, lower the learning rate or lengthen warmup, clip gradients, and "
+                                "find the operation that overflows in fp16 (set_detect_anomaly on one step).",
+                    culprit_ranks=culprit, affected_ranks=[r for r in world if r not in culprit],
+                    evidence=evidence, order=(1, float("inf")),
+                    explains=("rank_crash", "collective_timeout", "unknown"))]

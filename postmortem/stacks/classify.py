@@ -34,7 +34,7 @@ _RULES: list[tuple[str, int, str | None, str | None, bool]] = [
     ("collective_wait", 0, None, r"c10d::|gloo::|^nccl[A-Z]|ProcessGroup(?:NCCL|Gloo|MPI|Wrapper)|TCPStore|"
                                  r"TCPClient|^ibv_poll_cq|^fi_cq_read|^ucp_worker_progress", True),
     # data loading
-    ("data_loading", 0, r"^torch/utils/data/|^torch/multiprocessing/|^datasets/|^webdataset/|^torchdata/|"
+    ("data_loading", 0, r"^torch/utils/data/|^torch/multiprocessing/(?!spawn\.py$)|^datasets/|^webdataset/|^torchdata/|"
                         r"^ffcv/|^nvidia/dali/|^lightning/pytorch/loops/fetchers\.py$|"
                         r"^pytorch_lightning/loops/fetchers\.py$|^streaming/base/", None, False),
     ("data_loading", 0, None, r"^(?:pin_memory|_pin_memory_loop|_worker_loop)$", False),
@@ -199,3 +199,33 @@ def is_launcher(frames: list[dict]) -> bool:
     return spawn_parent
 
 
+
+
+_BACKWARD_FUNCS = frozenset({"_engine_run_backward", "run_backward", "backward", "_backward"})
+
+
+def waits_inside_backward(frames: list[dict]) -> bool:
+    """A stack in autograd's backward (Python frames only): under DDP the gradient all-reduce runs there, so a rank
+    that reported a collective timeout with this stack was waiting in it, not computing."""
+    for f in frames or []:
+        if is_native(f):
+            continue
+        if bare_name(f.get("func")) in _BACKWARD_FUNCS and short_file(f.get("file")).startswith("torch/"):
+            return True
+    return False
+
+
+# Frames of the training step itself: a collective under these is DDP/FSDP gradient or parameter traffic that every
+# rank runs each step; elsewhere (saving, logging, callbacks, evaluation, the end of an epoch) a collective sits in
+# code that ranks can skip or reach in a different order.
+STEP_FRAMES = re.compile(r"(?:^|_)(?:backward|forward|optimizer_step|step|training_step|_run_ddp_forward|"
+                         r"pre_forward|post_backward|reduce_grad|all_reduce_grads|_sync_params)$")
+
+
+def in_training_step(frames: list[dict]) -> bool:
+    """Whether a stack is inside the training step (forward, backward, the optimizer step) of some frame."""
+    for f in frames or []:
+        name = bare_name(f.get("func") or "")
+        if STEP_FRAMES.search(name.rsplit(".", 1)[-1]):
+            return True
+    return False
