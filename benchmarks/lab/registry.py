@@ -111,7 +111,7 @@ _M = [
               "{others} all_reduce their metrics; the collectives do not match."),
     # ---- straggler ----
     dict(name="slow-data-prep", script="slow_data_prep.py", cls="straggler", categories=("straggler",), check="hang",
-         params=HANG,
+         params={**HANG, "fr_before_steps": True},
          root="main_process_first-style preprocessing: rank {c} tokenizes the corpus (pure CPU, no collective) for "
               "about 1.6 x the {p[pg_timeout]} s timeout while ranks {others} wait in dist.barrier() and time out."),
     dict(name="long-eval", script="long_eval.py", cls="straggler", categories=("straggler",), check="hang",

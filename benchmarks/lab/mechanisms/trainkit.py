@@ -129,6 +129,10 @@ class Lab:
         prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE") or os.path.join(self.out, "fr", "nccl_trace_rank_")
         while True:
             time.sleep(0.5)
+            # start-up (imports, rendezvous, DDP's first broadcast) can stall longer than `stall` on a busy host:
+            # count only stalls after the first step, unless the job's wait comes before any step
+            if self._progress["step"] < 1 and not P.get("fr_before_steps"):
+                continue
             if time.time() - self._progress["t"] > stall:
                 os.makedirs(os.path.dirname(prefix), exist_ok=True)
                 with open(f"{prefix}{self.rank}", "wb") as f:
