@@ -168,6 +168,9 @@ def _call_sites(recs: list[dict]) -> Culprits | None:
     inc = [r for r in recs if r["end"] in IN_COLLECTIVE_ENDS]
     if len(inc) < 2 or len(inc) < len(recs):
         return None
+    timing = _arrival(inc)
+    if timing is not None:
+        return timing
     if len(inc) == 2:
         return _off_step(inc)
     sites: dict = {}
@@ -188,6 +191,29 @@ def _call_sites(recs: list[dict]) -> Culprits | None:
         if off is not None:
             return off
     return _lagging(inc)
+
+
+def _arrival(inc: list[dict]) -> Culprits | None:
+    """Ranks that all ended in collectives, some timing out and some losing a peer. With one timeout for all, a rank
+    that lost its peer reached its collective after the others had given up: when those are the minority they
+    arrived late (busy elsewhere: a straggler); when the ranks that timed out are the minority, they entered a
+    collective first and alone, one the others never joined until it gave up."""
+    waited = sorted(int(r["rank"]) for r in inc if r["end"] == "waiting")
+    lost = sorted(int(r["rank"]) for r in inc if r["end"] == "lost_peer")
+    if not waited or not lost or len(waited) == len(lost):
+        return None
+    if len(lost) < len(waited):
+        rec = next(r for r in inc if int(r["rank"]) == lost[0])
+        return Culprits(lost, "late-arrival",
+                        f"{_say(lost)} reached {'its' if len(lost) == 1 else 'their'} collective only after "
+                        f"{_say(waited)} had timed out waiting in theirs and left (it saw their connections "
+                        "close): it was busy elsewhere for longer than the timeout", 0.7, affected=waited,
+                        evidence=[_ev(rec, str(rec["end_detail"]))])
+    rec = next(r for r in inc if int(r["rank"]) == waited[0])
+    return Culprits(waited, "first-to-wait",
+                    f"{_say(waited)} timed out in a collective the others never joined: {_say(lost)} were still "
+                    "elsewhere and only saw its connection close when it gave up", 0.7, affected=lost,
+                    evidence=[_ev(rec, str(rec["end_detail"]))])
 
 
 def _off_step(inc: list[dict]) -> Culprits | None:

@@ -452,10 +452,34 @@ def _problem(full: str, root: str, why: str, kind: str = "unknown") -> Source:
 
 HEAD_BYTES = 16384
 
+# Files that sit beside a job's logs but are not evidence of the run: its documentation, its code, its configuration
+# and build files. Their text quotes errors and settings (a README that shows the traceback it explains, a config with
+# the batch size) that never happened in this run, so they are listed and not read. Judged by the file's name only,
+# i.e. by input kind; a log named `*.log`/`*.txt`/`*.out` is always read.
+_NOT_EVIDENCE_NAME = re.compile(
+    r"(?i)^(?:readme|license|licence|copying|changelog|changes|notice|authors|contributing|code_of_conduct|"
+    r"dockerfile|makefile|containerfile|requirements[\w.-]*\.txt|pyproject\.toml|setup\.(?:py|cfg)|"
+    r"environment\.ya?ml)(?:\.(?:md|markdown|rst|txt|adoc)(?:\.gz)?)?$|"
+    r"\.(?:md|markdown|rst|adoc|ipynb|py|pyi|pyx|sh|bash|zsh|fish|ps1|bat|c|cc|cpp|cxx|h|hpp|cu|cuh|js|ts|java|go|"
+    r"rs|rb|lua|r|jl|yaml|yml|toml|cfg|ini|conf|env|lock|gitignore|gitattributes|editorconfig)(?:\.gz)?$")
+NOT_EVIDENCE_PROBLEM = "documentation, code or configuration beside the logs, not output of the run; not read"
+
+
+def not_evidence(relpath: str) -> bool:
+    """Whether a file's name says it is documentation, code or configuration rather than something the run wrote."""
+    return bool(_NOT_EVIDENCE_NAME.search(relpath.rsplit("/", 1)[-1]))
+
 
 def _describe(full: str, rel: str, seen_files: dict) -> Source:
     """Open the file once (non-blocking, regular files only), read its head, and sniff its kind."""
     src = Source(path=full, source=display_path(rel), **path_hints(rel))
+    if not_evidence(rel):
+        src.problem = NOT_EVIDENCE_PROBLEM
+        try:
+            src.bytes = os.path.getsize(full)
+        except OSError:
+            pass
+        return src
     if rel.lower().endswith(archive.ARCHIVE_SUFFIXES) and os.path.isfile(full):
         # Archives are opened only as the analysed path itself: one job per analysis, bounded work.
         src.kind, src.bytes = "binary", os.path.getsize(full)

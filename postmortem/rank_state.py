@@ -267,7 +267,7 @@ def _end_stack(stk: pd.DataFrame, row, rows_waiting: dict | None = None) -> None
     last = _last_by_position(main)
     others_wait = any(stacks_mod.classify_frames(fr) == "collective_wait" for fr in last["frames"])
     for rec in last.itertuples(index=False):
-        cls = stacks_mod.classify_frames(rec.frames)
+        cls = stacks_mod.classify_thread(rec.frames, rec.active)
         if cls == "compute" and (others_wait or int(rec.rank) in waited) and \
                 stacks_mod.waits_inside_backward(rec.frames):
             # DDP's gradient all-reduce waits inside backward: a rank there while others wait in collectives, or

@@ -85,12 +85,14 @@ def build(sources: list[Source], results: list) -> Tables:
     acc["sources"], counts["sources"] = block.data, block.n
     _resolve_hostpid_ranks(acc, meta["hostpid_rank"])
     frames = {name: schema.frame_from_columns(name, acc[name], counts[name]) for name in schema.TABLE_NAMES}
+    _date_stamps_without_year(frames, acc, counts)
     frames["stacks"] = stacks_mod.join_ranks(frames["stacks"], meta["hostpid_rank"])  # dumped pids -> NCCL ranks
     frames["stacks"] = traceback_stacks(frames["stacks"], frames["tracebacks"])
     for name, df in frames.items():
         schema.validate(name, df)
     meta.update(_world(frames))
     bundle.annotate(sources, frames, meta)  # sources.job, jobs/versions/clock notes, missing ranks
+    schema.conform(frames["sources"], {"job": "object"})
     return Tables(frames, meta)
 
 
@@ -139,6 +141,24 @@ def traceback_stacks(stacks: pd.DataFrame, tracebacks: pd.DataFrame) -> pd.DataF
         return stacks
     extra = schema.frame_from_columns("stacks", schema.to_columns(rows).data, len(rows))
     return pd.concat([stacks, extra], ignore_index=True) if len(stacks) else extra
+
+
+def _date_stamps_without_year(frames: dict[str, pd.DataFrame], acc: dict, counts: dict) -> None:
+    """glog and syslog stamps name no year (`W1121 14:03:58`): give them the year of the job's dated stamps (the
+    collector's arrival times, torchrun's error files, ISO log lines, flight-recorder records) when any exist."""
+    undated = {name: df.attrs.pop("ts_without_year", 0) for name, df in frames.items()}
+    if not any(undated.values()):
+        return
+    dated = [df["ts"].dropna() for df in frames.values() if "ts" in df and df["ts"].notna().any()]
+    if not dated:
+        return  # nothing says which year: the stamps stay unknown rather than guessed
+    ref = pd.concat(dated).median()
+    for name, n in undated.items():
+        if n:   # only the rows still without a time are read again
+            ts = frames[name]["ts"]
+            raw = pd.Series(acc[name]["ts"], dtype=object, index=ts.index)
+            redo = ts.isna() & raw.notna()
+            frames[name].loc[redo, "ts"] = schema.times(raw[redo], ref)[0]
 
 
 def _fatal(res) -> bool:

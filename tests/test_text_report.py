@@ -45,8 +45,9 @@ def test_no_gap_asks_for_what_the_lines_already_have():
 
 
 def test_flight_recorder_json_dumps_are_read_and_not_asked_for():
-    a = _sample("uneven_batches_barrier")         # fr/fr_rank_N.json
-    assert set(a.tables.sources[a.tables.sources["source"].str.startswith("fr/")]["kind"]) == {"flight_recorder"}
+    a = _sample("uneven_batches_barrier")         # node0/flight_recorder/nccl_trace_rank_N.json
+    fr = a.tables.sources[a.tables.sources["source"].str.contains("/flight_recorder/")]
+    assert len(fr) == 4 and set(fr["kind"]) == {"flight_recorder"}
     assert not any(g["missing"].startswith("flight-recorder") for g in a.evidence_gaps)
 
 

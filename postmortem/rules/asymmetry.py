@@ -27,6 +27,16 @@ _MECHANISMS = {
         "The ranks' code paths diverged, so they wait in collectives that never match: find the branch that sends "
         "the odd rank to its call site (rank-conditional code, a per-rank data condition such as an empty or NaN "
         "batch, uneven batch counts) and make every rank call the same collectives in the same order."),
+    "late-arrival": (
+        "straggler", 0.65, "{who} reached the collective only after the others had timed out",
+        "The late rank was busy elsewhere for longer than the collective timeout (data preparation, evaluation, "
+        "saving on one rank): do that work on every rank or before the process group starts, or raise the timeout "
+        "for it; its last lines before the collective say what it did."),
+    "first-to-wait": (
+        "barrier_skew", 0.65, "{who} waited alone in a collective the others never joined",
+        "The ranks ran different collective sequences: one entered a collective (an extra barrier or gather, the "
+        "end-of-epoch sync after running out of data) the others did not call. Make every rank run the same "
+        "collectives: equal batch counts (drop_last=True, even shards, Join), rank-independent control flow."),
     "busy-while-waited": (
         "straggler", 0.65, "{who} was busy outside collectives while the others waited",
         "Move the long work off the collective path (do it on every rank, before the process group starts, or in a "

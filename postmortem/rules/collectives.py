@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from postmortem.findings import Evidence, Finding
-from postmortem.sentences import ranks_phrase, sentence_case
+from postmortem.sentences import clip, ranks_phrase, sentence_case
 from postmortem.rules import facts, rule
 
 FP_KV = re.compile(r"(SequenceNumber|OpType|TensorShape|TensorDtypes)=(\[[^\]]*\]|[^,)]+)")
@@ -149,7 +149,7 @@ def peer_exited(tables):
     return [Finding(rule="peer-exited-while-waiting", category="barrier_skew", confidence=0.7, severity="error",
                     title="A peer finished while others were still in a collective",
                     explanation="A collective timed out while another process was already shutting down normally "
-                                f"({str(hits.iloc[0]['message'])[:120]}): that rank had no more batches and left the "
+                                f"({clip(str(hits.iloc[0]['message']), 120)}): that rank had no more batches and left the "
                                 "loop, so the others waited for a collective it never called.",
                     remediation="Make every rank run the same number of iterations (drop_last=True, padding, "
                                 "DDP join()).",
@@ -261,7 +261,7 @@ def _started_with(tables, waits: pd.DataFrame):
     if i is None:
         return None
     row = work.iloc[i]
-    what = _WORK_WORDS.get(row["kind"], f"'{str(row['message'])[:80]}'")
+    what = _WORK_WORDS.get(row["kind"], f"'{clip(str(row['message']), 80)}'")
     return (Evidence(row["source"], facts._int(row["line"]), facts._int(row["rank"]), str(row["message"])[:200]),
             f"{what}, announced when the collective that timed out began")
 
@@ -342,4 +342,4 @@ def _line_before_wait(tables, waits: pd.DataFrame):
         return None
     b = before.iloc[-1]
     return (Evidence(b["source"], facts._int(b["line"]), facts._int(b["rank"]), str(b["message"])[:200]),
-            f"'{str(b['message']).strip()[:80]}' (the last line printed before the timeouts)")
+            f"'{clip(str(b['message']).strip(), 80)}' (the last line printed before the timeouts)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from postmortem.sentences import clip
 from postmortem.findings import Evidence, Finding
 from postmortem.rules import facts, rule
 
@@ -44,7 +45,7 @@ def collective_after_end(tables):
     return [Finding(rule="collective-after-training-end", category="barrier_skew", confidence=0.7,
                     severity="critical",
                     title="A rank waited in a collective after training had ended",
-                    explanation=(f"Training ended ('{str(end['message'])[:80]}', {end['source']}:{end['line']}), and "
+                    explanation=(f"Training ended ('{clip(str(end['message']), 80)}', {end['source']}:{end['line']}), and "
                                  f"afterwards {'rank ' + ', '.join(map(str, waiting)) if waiting else 'a rank'} "
                                  "waited in a collective until the timeout. Post-training code ran a collective on "
                                  "some ranks only (typically a save or evaluation under `if rank == 0` that "

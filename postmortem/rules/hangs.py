@@ -9,7 +9,7 @@ import pandas as pd
 from postmortem.findings import Evidence, Finding
 from postmortem.sentences import sentence_case
 from postmortem.rules import facts, rule
-from postmortem.stacks import classify_frames, is_launcher, waits_inside_backward
+from postmortem.stacks import classify_frames, classify_thread, is_launcher, waits_inside_backward
 from postmortem.stacks.classify import STEP_FRAMES
 
 _LOGGING = re.compile(r"wandb/|tensorboard|tensorboardx|tqdm/|rich/|mlflow|comet_ml|neptune")
@@ -119,7 +119,7 @@ def odd_rank_stack(tables):
     latest = latest[~latest["frames"].map(is_launcher)]
     if len(latest) < 2:
         return _single_process(tables)
-    cls = {u: _classify(fr) for u, fr in zip(latest["_unit"], latest["frames"])}
+    cls = {u: classify_thread(fr, act) for u, fr, act in zip(latest["_unit"], latest["frames"], latest["active"])}
     # A rank in autograd's backward while others wait in collectives, or that reported the timeout itself, waits in
     # DDP's gradient all-reduce there (py-spy without --native shows no frame below backward).
     others_wait = any(c == "collective_wait" for c in cls.values())
@@ -134,6 +134,9 @@ def odd_rank_stack(tables):
     def ranks(units):
         return [u for u in units if isinstance(u, int)]
 
+    dead = _died(tables)
+    if dead and odd and all(u in dead or not isinstance(u, int) for u in odd):
+        return []  # the odd stacks are of ranks that died (a fatal error's dump): a crash, not a rank stuck elsewhere
     if waiting and odd and len(odd) < len(waiting) + 1:
         kind = Counter(cls[u] for u in odd).most_common(1)[0][0]
         where = _innermost_user(rows[odd[0]]["frames"])
@@ -160,7 +163,9 @@ def odd_rank_stack(tables):
         if len(sites) > 1:
             minority_site = sites.most_common()[-1][0]
             odd = [u for u in waiting if _innermost_user(rows[u]["frames"]) == minority_site]
-            return [Finding(rule="odd-rank-out-stack", category="barrier_skew", confidence=0.8, severity="critical",
+            late = _late(tables, ranks(odd), ranks([u for u in waiting if u not in odd]))
+            return [Finding(rule="odd-rank-out-stack", category="straggler" if late else "barrier_skew",
+                            confidence=0.8, severity="critical",
                             title="Ranks wait in different collectives",
                             explanation="The stack dumps show ranks blocked in different collective call sites: "
                                         + "; ".join(f"{n} process(es) at {s}" for s, n in sites.items())
@@ -171,6 +176,24 @@ def odd_rank_stack(tables):
                             evidence=[_stack_ev(rows[u], "collective_wait") for u in waiting[:6]],
                             order=(1, float("inf")), explains=("collective_timeout", "straggler"))]
     return []
+
+
+def _late(tables, odd: list[int], others: list[int]) -> bool:
+    """The odd ranks lost their peer while all the others timed out: they reached their collective late."""
+    ranks = tables.frames.get("ranks")
+    if ranks is None or ranks.empty or not odd or not others or "end" not in ranks.columns:
+        return False
+    end = dict(zip(ranks["rank"].tolist(), ranks["end"].tolist()))
+    return all(end.get(r) == "lost_peer" for r in odd) and all(end.get(r) == "waiting" for r in others)
+
+
+def _died(tables) -> set:
+    """Ranks that ended on their own (an exception, a fatal signal, a kill, an error exit): see postmortem.ends."""
+    from postmortem.ends import ROOT_ENDS
+    ranks = tables.frames.get("ranks")
+    if ranks is None or ranks.empty or "end" not in ranks.columns:
+        return set()
+    return {int(r) for r, e in zip(ranks["rank"].tolist(), ranks["end"].tolist()) if e in ROOT_ENDS}
 
 
 def _reported_waiting(tables) -> set:

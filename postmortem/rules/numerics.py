@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from postmortem.sentences import clip
 from postmortem.findings import Finding
 from postmortem.rules import facts, rule
 
@@ -45,7 +46,7 @@ def nan_loss(tables):
         f" at step {step}" if step is not None else "")
     if len(warn):
         w = warn.iloc[0]
-        why += f", after the warning '{str(w['message'])[:120]}' (line {w['line']}), which names the operation"
+        why += f", after the warning '{clip(str(w['message']), 120)}' (line {w['line']}), which names the operation"
     why += ". Once a loss is NaN every update spreads it; the job then diverges, stops, or a NaN check aborts it."
     return [Finding(rule="nan-loss", category="nan_inf", confidence=conf, title="Loss became NaN/Inf",
                     explanation=why,
@@ -120,11 +121,14 @@ def loss_scale_trajectories(tables) -> dict:
       false_positives=("Skips while the scaler calibrates at the start of training (the scale then grows back).",))
 def loss_scale_collapse(tables):
     from parsers import loss_scale
+    from postmortem.ends import _GoesOn
+    goes = _GoesOn(tables)
     bad = []
     for (rank, _), (events, rows, after) in loss_scale_trajectories(tables).items():
         c = loss_scale.collapse(events, steps_after=after)
-        if c.verdict == "numeric_failure":
-            bad.append((rank, c, rows))
+        last_src, last_line = rows[-1][0], rows[-1][1]
+        if c.verdict == "numeric_failure" and not goes.went_on(rank, last_src, last_line):
+            bad.append((rank, c, rows))  # (a stream that ended normally after it recovered, however low it went)
     if not bad:
         return []
     floor = any(any(e.at_minimum for e in ev) for ev, _, _ in loss_scale_trajectories(tables).values())

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from postmortem.stacks.classify import (CLASSES, blocking_frame, classify_frames, frame_class, is_launcher,
-                                        last_user_frame, waits_inside_backward, in_training_step)
+                                        last_user_frame, waits_inside_backward, in_training_step,
+                                        classify_thread)
 from postmortem.stacks.frames import MAX_FRAMES, bare_name, cap_frames, is_native, short_file, signature
 from postmortem.stacks.merge import (MergedStacks, StackClass, StackNode, join_ranks, main_thread_rows, merge_stacks,
                                      rank_ranges)
@@ -11,4 +12,4 @@ from postmortem.stacks.merge import (MergedStacks, StackClass, StackNode, join_r
 __all__ = ["CLASSES", "MAX_FRAMES", "MergedStacks", "StackClass", "StackNode", "bare_name", "blocking_frame",
            "cap_frames", "classify_frames", "frame_class", "is_launcher", "is_native", "join_ranks",
            "last_user_frame", "main_thread_rows", "merge_stacks", "rank_ranges", "short_file", "signature",
-           "waits_inside_backward", "in_training_step"]
+           "waits_inside_backward", "in_training_step", "classify_thread"]

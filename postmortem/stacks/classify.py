@@ -33,6 +33,9 @@ _RULES: list[tuple[str, int, str | None, str | None, bool]] = [
                                  r"reduce_scatter_tensor|all_to_all|all_to_all_single|broadcast_object_list)$", False),
     ("collective_wait", 0, None, r"c10d::|gloo::|^nccl[A-Z]|ProcessGroup(?:NCCL|Gloo|MPI|Wrapper)|TCPStore|"
                                  r"TCPClient|^ibv_poll_cq|^fi_cq_read|^ucp_worker_progress", True),
+    # native collective frames without those namespaces: a c10d Work's wait, a collective's own entry point
+    ("collective_wait", 0, None, r"\bWork(?:NCCL|Gloo|MPI|UCC|XCCL)?::(?:wait|synchronize)\b|ProcessGroup\w*::|"
+                                 r"(?i:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all)", True),
     # data loading
     ("data_loading", 0, r"^torch/utils/data/|^torch/multiprocessing/(?!spawn\.py$)|^datasets/|^webdataset/|^torchdata/|"
                         r"^ffcv/|^nvidia/dali/|^lightning/pytorch/loops/fetchers\.py$|"
@@ -229,3 +232,22 @@ def in_training_step(frames: list[dict]) -> bool:
         if STEP_FRAMES.search(name.rsplit(".", 1)[-1]):
             return True
     return False
+
+
+_LOGGING_NAME = re.compile(r"(?i)(?:^|_)(?:log|logs|logging|logger|print|report|emit|write|flush|dump_metrics|"
+                           r"metrics?)(?:_|$)")
+
+
+def classify_thread(frames: list[dict], active=None) -> str:
+    """classify_frames, plus what an idle thread in the user's own code says: py-spy marks a thread idle when it
+    waits in a system call, and Python frames show no builtin below the user's line; a user function that logs or
+    prints (by its name) idle there is blocked writing its output (a full pipe, a stalled file system, a handler
+    lock), so the stack is logging. `active`: py-spy's active flag (None when unknown)."""
+    cls = classify_frames(frames)
+    if cls != "unknown" or active is not False:
+        return cls
+    user = next((f for f in frames or [] if not is_native(f)), None)
+    if user is not None and user is last_user_frame(frames) and _LOGGING_NAME.search(bare_name(user.get("func"))
+                                                                                     .rsplit(".", 1)[-1]):
+        return "logging"
+    return cls
