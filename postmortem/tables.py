@@ -186,7 +186,7 @@ def _resolve_hostpid_ranks(cols: dict[str, dict[str, list]], hostpid_rank: dict)
 def _world(frames: dict[str, pd.DataFrame]) -> dict:
     """World size from explicit statements (config echoes, NCCL nranks), else highest rank seen + 1 (inferred)."""
     ranks: set[int] = set()
-    for name in ("events", "tracebacks", "steps", "collectives", "stacks", "nccl"):
+    for name in ("events", "tracebacks", "steps", "collectives", "stacks", "nccl", "last_lines"):
         ranks.update(int(r) for r in frames[name]["rank"].dropna().unique())
     # A rank's own log file (torchrun's attempt_0/<rank>/stderr.log, rank3.log) shows the rank ran, even when
     # nothing in it became a row (a healthy rank prints little).
