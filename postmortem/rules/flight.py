@@ -172,6 +172,10 @@ def flight_recorder(tables):
         return []
     world = len({r for m in members.values() for r in m} | dumped)
     conf = confidence(att, world)
+    if _CATEGORY[att.kind] == "straggler":
+        # the counters name the rank that held the others up, not what it did meanwhile (work, a logger, a data
+        # loader, a lock): its stack or its last lines say which
+        conf = min(conf, 0.75)
     if att.culprits:
         shared = _shared(att)
         sentences = [culprit_sentence(r, att.blames[r], shared) for r in att.culprits]

@@ -234,8 +234,8 @@ def in_training_step(frames: list[dict]) -> bool:
     return False
 
 
-_LOGGING_NAME = re.compile(r"(?i)(?:^|_)(?:log|logs|logging|logger|print|report|emit|write|flush|dump_metrics|"
-                           r"metrics?)(?:_|$)")
+_LOGGING_NAME = re.compile(r"(?i)(?:^|_)(?:log|logs|logging|logger|print|emit|write|flush|wandb|tensorboard)"
+                           r"(?:_|$)")
 
 
 def classify_thread(frames: list[dict], active=None) -> str:
