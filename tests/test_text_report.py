@@ -32,7 +32,8 @@ def test_evidence_lines_are_whole_wrapped_and_shown_once():
 
 def test_blank_citations_are_filled_from_their_file():
     block = _evidence_block(_sample("uneven_batches_barrier").to_text())
-    heads = [i for i, ln in enumerate(block) if not ln.startswith("      ")]
+    # every citation head (`file:line  [rank N]`) is followed by its text; the closing `... N more` line is no head
+    heads = [i for i, ln in enumerate(block) if not ln.startswith("      ") and not ln.strip().startswith("...")]
     for i in heads:
         assert i + 1 < len(block) and block[i + 1].startswith("      ") and block[i + 1].strip(), block
 
