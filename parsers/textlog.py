@@ -476,6 +476,18 @@ class _StepAccumulator:
         return out
 
 
+CONFIG_EVENT_KINDS = ("config", "job_id")
+
+
+@register("launch_config")
+def parse_launch_config(source: Source) -> ParseResult:
+    """A launch script or config file beside the logs: its settings (config echoes, world size, job identity) only;
+    the failures and progress a script's text may mention never happened in this run."""
+    result = parse_textlog(source)
+    result.rows = {"events": [r for r in result.rows.get("events", []) if r["kind"] in CONFIG_EVENT_KINDS]}
+    return result
+
+
 @register("rank_log", "nccl_log", "dmesg", "unknown", "pyspy", "nvidia_smi", "stack_dump")
 def parse_textlog(source: Source) -> ParseResult:
     """Stream a text file once: strip prefixes, attribute ranks, extract events/tracebacks/steps/NCCL lines."""

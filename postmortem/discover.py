@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from postmortem import archive, textio
 
 KINDS = ("rank_log", "json", "collect_manifest", "nccl_log", "pyspy", "pyspy_json", "nvidia_smi", "dmesg", "torchrun_error",
-         "flight_recorder", "host_memory", "stack_dump", "binary", "unknown")
+         "flight_recorder", "host_memory", "stack_dump", "launch_config", "binary", "unknown")
 
 MAX_FILES = 1_000_000  # a guard against pathological trees; beyond it files are listed as skipped
 
@@ -460,9 +460,12 @@ _NOT_EVIDENCE_NAME = re.compile(
     r"(?i)^(?:readme|license|licence|copying|changelog|changes|notice|authors|contributing|code_of_conduct|"
     r"dockerfile|makefile|containerfile|requirements[\w.-]*\.txt|pyproject\.toml|setup\.(?:py|cfg)|"
     r"environment\.ya?ml)(?:\.(?:md|markdown|rst|txt|adoc)(?:\.gz)?)?$|"
-    r"\.(?:md|markdown|rst|adoc|ipynb|py|pyi|pyx|sh|bash|zsh|fish|ps1|bat|c|cc|cpp|cxx|h|hpp|cu|cuh|js|ts|java|go|"
-    r"rs|rb|lua|r|jl|yaml|yml|toml|cfg|ini|conf|env|lock|gitignore|gitattributes|editorconfig)(?:\.gz)?$")
-NOT_EVIDENCE_PROBLEM = "documentation, code or configuration beside the logs, not output of the run; not read"
+    r"\.(?:md|markdown|rst|adoc|ipynb|py|pyi|pyx|ps1|bat|c|cc|cpp|cxx|h|hpp|cu|cuh|js|ts|java|go|"
+    r"rs|rb|lua|r|jl|lock|gitignore|gitattributes|editorconfig)(?:\.gz)?$")
+NOT_EVIDENCE_PROBLEM = "documentation or code beside the logs, not output of the run; not read"
+# The run's launch script and configuration: they state its settings (batch sizes, periods, the world size), which
+# the rules compare with what happened; read for those settings only, never for failures (a script can echo errors).
+_LAUNCH_CONFIG_NAME = re.compile(r"(?i)\.(?:sh|bash|zsh|fish|slurm|sbatch|yaml|yml|toml|cfg|ini|conf|env)(?:\.gz)?$")
 
 
 def not_evidence(relpath: str) -> bool:
@@ -475,6 +478,13 @@ def _describe(full: str, rel: str, seen_files: dict) -> Source:
     src = Source(path=full, source=display_path(rel), **path_hints(rel))
     if not_evidence(rel):
         src.problem = NOT_EVIDENCE_PROBLEM
+        try:
+            src.bytes = os.path.getsize(full)
+        except OSError:
+            pass
+        return src
+    if _LAUNCH_CONFIG_NAME.search(rel.rsplit("/", 1)[-1]) and os.path.isfile(full):
+        src.kind = "launch_config"
         try:
             src.bytes = os.path.getsize(full)
         except OSError:

@@ -256,7 +256,8 @@ def test_a_file_that_is_not_a_training_log_is_said_to_be_one(tmp_path):
 
 def test_readme_configs_and_scripts_beside_the_logs_are_not_evidence(tmp_path):
     """samples/sampling_oom_step2000 analysed at the folder: its README quotes the traceback and its make_sample.py
-    the config; the verdict must be the one of logs/ alone (culprit rank 3), citing no README line."""
+    the config; the verdict must be the one of logs/ alone (culprit rank 3), citing no README line. A config file
+    (or a launch script) states the run's settings: it is read for those only, never for failures."""
     import shutil
     folder = tmp_path / "sample"
     shutil.copytree(os.path.join(ROOT, "samples", "sampling_oom_step2000"), folder)
@@ -264,11 +265,14 @@ def test_readme_configs_and_scripts_beside_the_logs_are_not_evidence(tmp_path):
     whole = json.loads(_run("analyze", str(folder), "--format", "json").stdout)
     logs = json.loads(_run("analyze", str(folder / "logs"), "--format", "json").stdout)
     assert whole["verdict"] == logs["verdict"] and whole["verdict"]["culprit_ranks"] == [3]
-    cited = {e["source"] for f in whole["findings"] for e in f["evidence"]}
-    assert not any(s.startswith(("README", "make_sample", "config")) for s in cited), cited
+    cited = {e["source"]: e["text"] for f in whole["findings"] for e in f["evidence"]}
+    assert not any(s.startswith(("README", "make_sample")) for s in cited), cited
+    assert all("batch_size" in t for s, t in cited.items() if s.startswith("config")), cited  # settings only
     skipped = {s["source"]: s["problem"] for s in whole["sources"] if s["problem"]}
-    assert {"README.md", "make_sample.py", "config.yaml"} <= set(skipped)
-    assert all("not output of the run" in skipped[n] for n in ("README.md", "make_sample.py", "config.yaml"))
+    assert {"README.md", "make_sample.py"} <= set(skipped)
+    assert all("not output of the run" in skipped[n] for n in ("README.md", "make_sample.py"))
+    kinds = {s["source"]: s["kind"] for s in whole["sources"]}
+    assert kinds["config.yaml"] == "launch_config" and "config.yaml" not in skipped
 
 
 def test_a_training_log_postmortem_cannot_read_yet_is_not_called_something_else():

@@ -335,7 +335,9 @@ def _progress_after_wait(st: pd.DataFrame, waits: pd.DataFrame):
     first = waits.groupby("source")["line"].min().to_dict()
     after = st[[src in first and pd.notna(ln) and ln > first[src] and (pd.isna(r) or int(r) not in waiting)
                 for src, ln, r in zip(st["source"], st["line"], st["rank"])]]
-    after = after[after["step"].notna() & (after["total"].isna() | (after["step"] < after["total"]))]
+    # A bar at 0 has only started (often a fresh bar glued to a timeout line): it shows no work done since.
+    after = after[after["step"].notna() & (after["step"] > 0)
+                  & (after["total"].isna() | (after["step"] < after["total"]))]
     if after.empty:
         return None
     w = after.iloc[-1]
