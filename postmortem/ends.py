@@ -86,7 +86,7 @@ def classify(exc_type, exc_message, frames=None) -> tuple[str, str, str]:
 def fatal_signal_name(details: dict | None, message: str = "") -> str | None:
     """SIGSEGV/SIGABRT/SIGBUS/SIGILL/SIGFPE named by an exit code, a signal field or the message."""
     d = details or {}
-    for key in ("signal", "sig", "sig2", "signame", "fatal"):
+    for key in ("signal", "sig", "sig2", "signame", "fatal", "ucxname", "ucx"):
         v = str(d.get(key) or "").strip()
         if v in _FATAL_NAMES:
             return _FATAL_NAMES[v]
