@@ -200,11 +200,23 @@ def straggler(tables):
         weak_work = work is not None
     if not candidates and work is None:
         return []
+    by_convention = False
+    if not candidates and work is not None and not weak_work:
+        r = work[0].rank
+        if r is not None and r not in waiting:
+            candidates.append((r, f"rank {r} printed the work"))
+            by_convention = True  # no second sign (timeouts' absence, a store or a desync report) says it was late
+        elif r is None and 0 not in waiting and len(waiting) >= 2:
+            # Frameworks print progress, evaluation and metrics on the main process only (mmengine, HF Trainer,
+            # Lightning, accelerate): an untagged work line among tagged timeouts is rank 0's, by that convention.
+            candidates.append((0, "the work line carries no rank tag, and training frameworks print progress and "
+                                  "evaluation on the main process (rank 0) only; rank 0 reports no timeout"))
+            by_convention = True
     culprit = Counter(r for r, _ in candidates).most_common(1)[0][0] if candidates else None
     reasons = [why for r, why in candidates if r == culprit]
     conf = 0.55
     if culprit is not None and work is not None:
-        conf = 0.85
+        conf = 0.6 if by_convention else 0.85
     elif work is not None:
         conf = 0.6
     elif len(reasons) >= 2:
