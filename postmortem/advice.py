@@ -107,6 +107,9 @@ VARIANT_FIX_ZH: dict[str, str] = {
                            "torch.distributed.algorithms.Join）；若它在忙别的工作，把耗时工作移出集合通信路径。",
     "fatal-signal-in-nccl": "SIGBUS：给容器更大的共享内存（docker --shm-size=8g 或 --ipc=host），或用 NCCL_SHM_DISABLE=1 "
                             "验证；其他信号：在同一批节点上运行 nccl-tests，核对 NCCL、CUDA 驱动与 PyTorch 版本是否匹配。",
+    "workers-stopped-after-silent-death": "在该节点上运行 `dmesg -T | grep -i 'killed process'` 确认；降低主机内存峰值"
+                                          "（low_cpu_mem_usage、内存映射的 safetensors、减少同时加载权重的本地 rank），"
+                                          "或换内存更大的节点。",
     "store-barrier-short": "查明缺席的 rank 在创建进程组之前在做什么（它最后的日志、py-spy dump）：把只在 rank 0 上执行的工作"
                           "（wandb.init、下载、预处理）移到进程组创建之后，或给它设置超时。",
     "loss-scale-collapse": "改用 bf16（无需损失缩放），降低学习率或延长 warmup，裁剪梯度；在一个 step 上用 "

@@ -604,6 +604,7 @@ RULE_TITLES: dict[str, dict[str, str]] = {"zh": {
     "loss-scale-collapse": "fp16 损失缩放系数塌缩到最小值",
     "end-state-asymmetry": "结束方式与其他 rank 不同的 rank",
     "fatal-signal-in-nccl": "进程在 NCCL 内部收到致命信号",
+    "workers-stopped-after-silent-death": "一个 worker 无声退出，启动器随后停止了其余 worker",
     "store-barrier-short": "有 rank 没有到达进程组的创建",
     "nan-loss": "损失变为 NaN/Inf",
     "nccl-failure": "NCCL / 网络传输故障",
