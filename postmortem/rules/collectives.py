@@ -182,7 +182,12 @@ def straggler(tables):
         if attrs.get("culprit") is not None:
             candidates.append((int(attrs["culprit"]), f"the desync report names rank {attrs['culprit']}"))
     if len(mpf):
-        candidates.append((0, "the waiting ranks sit inside main_process_first(), which waits for the main process"))
+        # main_process_first() makes every other rank wait for the main one: rank 0 by default, else (a waiting
+        # rank 0: the main process is chosen otherwise, e.g. per node) the one rank of the world that is not waiting
+        main = [0] if 0 not in waiting else [r for r in facts.world_ranks(tables) if r not in waiting]
+        if len(main) == 1:
+            candidates.append((main[0], "the waiting ranks sit inside main_process_first(), which waits for the "
+                                        "main process"))
     ws = tables.meta.get("world_size")
     if ws and len(waiting) >= max(1, ws - 2) and len(waiting) < ws and not tables.meta.get("world_size_inferred"):
         for r in range(int(ws)):
