@@ -137,14 +137,14 @@ FORMAT_DEFS: list[dict] = [
     {"name": "checkpoint-save", "scan": "regex", "kind": "checkpoint_save", "level": "info",
      "triggers": ["aving", "save_checkpoint", "checkpoint", "Checkpoint"],
      "requires_nocase": [["sav"]],  # sav(ing|ed|e), ...saved, save_checkpoint
-     "pattern": r"(?i)(?:\bsav(?:ing|ed?)\b[^\n]{0,60}?\b(?:checkpoint|ckpt|model|state|weights)\b|\bcheckpoint[^\n]{0,40}?\bsaved\b|save_checkpoint)(?:[^\n]*?(?P<path>[\w./~-]+\.(?:pt|pth|ckpt|bin|safetensors|pkl|h5)|[\w./~-]*checkpoint-\d+))?",
+     "pattern": r"(?i)(?:\bsav(?:ing|ed?)\b[^\n]{0,60}?\b(?:checkpoint|ckpt|model|state|weights)\b|\bcheckpoint[^\n]{0,40}?\bsaved\b|save_checkpoint)(?:[^\n]*?(?P<path>[\w./~-]+\.(?:pth?|ckpt|bin|safetensors|pkl|h5)\b|[\w./~-]*checkpoint-\d+))?",
      "samples": [("Saving model checkpoint to /out/checkpoint-2000", {"path": "/out/checkpoint-2000"}),
                  ("Saved checkpoint: runs/exp/weights/last.pt", {"path": "runs/exp/weights/last.pt"})]},
     {"name": "checkpoint-load", "scan": "regex", "kind": "checkpoint_load", "level": "info",
      "triggers": ["oad", "esum", "checkpoint"],
      "requires_nocase": [["load", "resum", "restor"],  # the verb (torch.load()
                          ["checkpoint", "ckpt", "state", "weights", "model", "torch.load("]],  # and the object
-     "pattern": r"(?i)(?:\b(?:load(?:ing|ed)?|resum(?:e|ing|ed)|restor(?:e|ing))\b[^\n]{0,60}?\b(?:checkpoint|ckpt|state|weights|model)\b|torch\.load\()(?:[^\n]*?(?P<path>[\w./~-]+\.(?:pt|pth|ckpt|bin|safetensors|pkl|h5)|[\w./~-]*checkpoint-\d+))?",
+     "pattern": r"(?i)(?:\b(?:load(?:ing|ed)?|resum(?:e|ing|ed)|restor(?:e|ing))\b[^\n]{0,60}?\b(?:checkpoint|ckpt|state|weights|model)\b|torch\.load\()(?:[^\n]*?(?P<path>[\w./~-]+\.(?:pth?|ckpt|bin|safetensors|pkl|h5)\b|[\w./~-]*checkpoint-\d+))?",
      "samples": [("Loading checkpoint from /out/last.pt", {"path": "/out/last.pt"}),
                  ("Resuming from checkpoint runs/exp/checkpoint-500", {"path": "runs/exp/checkpoint-500"})]},
     # ---- phases of the loop: eval / sample / data preparation

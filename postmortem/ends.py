@@ -208,6 +208,12 @@ def fill_ends(tables, rows: dict, row) -> None:
             if rr.get("files") or rr.get("last_activity") or rr.get("last_step") is not None or r in printed:
                 rr.update(end="running", end_cause=None)  # it printed something, and nothing says how it ended
             continue
+        if b[2] == "fatal_signal" and "SIGABRT" in b[3]:
+            # ProcessGroupNCCL's watchdog takes the process down with std::abort after a timeout or a peer's
+            # failure ('To avoid data inconsistency, we are taking the entire process down'): that SIGABRT is
+            # the wait's end, not a crash of its own.
+            waited = [c for c in ends.cands[r] if c[2] in ("waiting", "lost_peer")]
+            b = min(waited) if waited else b
         _, _, end, detail, at, ts, category = b
         cause = "root" if end in ROOT_ENDS else "normal" if end == "exited" else \
             "consequence" if end in CONSEQUENCE_ENDS else None

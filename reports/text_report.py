@@ -63,8 +63,8 @@ def render_text(analysis, width: int = 100, lang: str = "en") -> str:
     if when is not None:
         out.append(f"  {w['time']}{sep}{when:%Y-%m-%d %H:%M:%S} UTC")
     if root:
-        adv = advice.advise(analysis.finding_list, analysis.ranks)
-        why = advice.why_zh(adv, root, analysis.ranks) if zh else (v.why or root.explanation)
+        adv = advice.advise(analysis.finding_list, analysis.ranks, analysis.tables.steps)
+        why = advice.why_zh(adv, root, analysis.ranks, analysis.tables.steps) if zh else (v.why or root.explanation)
         fix = (advice.verdict_fix(adv, lang) if zh else None) or v.fix or root.remediation
         out.append("")
         out.append(w["why"])

@@ -143,3 +143,31 @@ def test_an_exception_class_without_capital_or_error_suffix_closes_its_traceback
     a = _analyze(name)
     types = set(a.tables.tracebacks["exc_type"])
     assert any(t.endswith(exc.rsplit(".", 1)[-1]) for t in types), (exc, types)
+
+
+SAMPLES = os.path.join(ROOT, "samples")
+
+
+def test_a_watchdog_abort_after_a_timeout_is_the_wait_not_a_crash():
+    """A user's real 8-rank log (samples/sampling_oom_step2000): rank 3 runs out of GPU memory; the other seven time
+    out in all_reduce, and ProcessGroupNCCL's watchdog aborts them (torchrun: exitcode -6, SIGABRT). Their SIGABRT
+    is the wait's end: they are waiting (consequence), rank 3 alone ended on its own."""
+    a = postmortem.analyze(os.path.join(SAMPLES, "sampling_oom_step2000", "logs"), quiet=True)
+    ends = dict(zip(a.ranks["rank"], a.ranks["end"]))
+    assert ends[3] == "exception"
+    assert {ends[r] for r in ends if r != 3} == {"waiting"}
+    c = a.tables.meta["culprits"]
+    assert (c.ranks, c.mechanism) == ([3], "root-failure")
+    # the findings about the waits follow from rank 3's failure, none names the bystanders
+    assert all(f.cascade_of or f is a.finding_list[0] for f in a.finding_list)
+    assert all(set(f.culprit_ranks) <= {3} for f in a.finding_list)
+
+
+def test_the_ranks_table_says_which_ranks_the_verdict_names():
+    """verdict_role: culprit for the verdict's ranks, affected for those that ended as its consequence, null in a
+    run that did not fail (real runs: samples/uneven_batches_barrier, samples/clean_run)."""
+    a = postmortem.analyze(os.path.join(SAMPLES, "uneven_batches_barrier", "logs"), quiet=True)
+    roles = dict(zip(a.ranks["rank"], a.ranks["verdict_role"]))
+    assert roles == {0: "culprit", 1: "affected", 2: "affected", 3: "affected"}
+    clean = postmortem.analyze(os.path.join(SAMPLES, "clean_run", "logs"), quiet=True)
+    assert clean.verdict.category == "no_failure" and clean.ranks["verdict_role"].isna().all()
