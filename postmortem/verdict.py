@@ -50,6 +50,14 @@ def decide(findings: list[Finding], has_inputs: bool, signals=None, ranks=None,
         elif (not f.culprit_ranks and root.culprit_ranks and culprits is not None
               and culprits.mechanism == "root-failure" and set(culprits.ranks) & set(root.culprit_ranks)):
             f.cascade_of = root.rule  # the root's rank ended on its own; what the rest did (waits) followed
+    if culprits is not None and culprits.alike:
+        # every rank failed alike: a finding below the root that picks one of them (the first in some order) names
+        # no culprit either
+        alike = set(culprits.affected)
+        for f in ordered[1:]:
+            if f.culprit_ranks and set(f.culprit_ranks) <= alike:
+                f.affected_ranks = sorted(set(f.affected_ranks) | set(f.culprit_ranks))
+                f.culprit_ranks = []
     summary = verdict_sentence(root)
     return Verdict(root.category, root.phase, root.rule, root.confidence, list(root.culprit_ranks), root.step,
                    summary), ordered

@@ -283,6 +283,7 @@ EN: dict[str, str] = {
     # figures (matplotlib)
     "fig_time": "time (UTC)",
     "fig_time_on": "time on {date} (as the logs wrote it, read as UTC)",
+    "when_as_logged": "(log time)",
     "fig_order_events": "each rank's own order of events (no source gives a time: ranks do not line up)",
     "fig_items": "items done",
     "fig_last_step": "last step each rank reported (the logs give no times)",
@@ -555,6 +556,7 @@ ZH: dict[str, str] = {
     "src_only_problems": "只显示有问题的文件",
     "fig_time": "时间 (UTC)",
     "fig_time_on": "{date} 的时间（按日志所写，视为 UTC）",
+    "when_as_logged": "（日志时间）",
     "fig_order_events": "各 rank 自身的事件顺序（没有任何来源给出时间：各 rank 之间不对齐）",
     "fig_items": "已处理条数",
     "fig_last_step": "各 rank 报告的最后一步（日志没有时间）",

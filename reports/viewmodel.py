@@ -390,7 +390,8 @@ def _verdict(analysis, t, lang: str = "en") -> VerdictView:
     out.sentence = sentence(root, lang) if root else (v.summary if lang == "en" or v.mechanism else
                                                       t["no_failure_text"] if ok else v.summary)
     when = first_time(analysis, root) if root else None
-    out.when = f"{when:%Y-%m-%d %H:%M:%S} UTC" if when is not None else ""
+    # a log's times carry no zone as a rule: they are shown as written (and ordered as if UTC)
+    out.when = f"{when:%Y-%m-%d %H:%M:%S} {t['when_as_logged']}" if when is not None else ""
     out.facts = _facts(analysis, out, t, lang)
     if root:
         adv = advice.advise(analysis.finding_list, analysis.ranks, analysis.tables.steps)

@@ -75,9 +75,21 @@ def evidence_from(df: pd.DataFrame, limit: int = 6, text_col: str = "message") -
     """Evidence lines from rows of a table (first `limit` rows)."""
     out = []
     for _, row in df.head(limit).iterrows():
+        text = row.get(text_col) if text_col in row else _step_text(row) if "step" in row else ""
         out.append(Evidence(source=row["source"], line=_int(row["line"]), rank=_int(row["rank"]),
-                            text=str(row.get(text_col, ""))[:400]))
+                            text=str(text if text is not None else "")[:400]))
     return out
+
+
+def _step_text(row) -> str:
+    """A steps-table row as evidence text (the table keeps numbers, not the line): `Steps: step 61/61`."""
+    step, total, desc = row.get("step"), row.get("total"), row.get("desc")
+    if step is None or pd.isna(step):
+        return ""
+    # ("custom": the parser's mark for a step line without a bar description)
+    head = f"{desc}: " if isinstance(desc, str) and desc.strip() and desc != "custom" else ""
+    of = f"/{int(total)}" if total is not None and not pd.isna(total) else ""
+    return f"{head}step {int(step)}{of}"
 
 
 def tb_evidence(row, extra: str = "") -> Evidence:
