@@ -81,7 +81,9 @@ def collective_mismatch(tables):
                     explanation=f"The collective fingerprints differ: {what}. Ranks followed different code paths, "
                                 "so one waits in a collective the others never call (or call with other arguments).",
                     remediation="Make every rank issue the same collectives in the same order: no collectives under rank- or data-dependent conditions; broadcast decisions from rank 0.",
-                    affected_ranks=ranks, evidence=facts.evidence_from(mm, 3), order=facts.order_key(row),
+                    # every rank whose fingerprint the reports show, and every rank that reported one
+                    affected_ranks=sorted(set(ranks) | set(own) | set(facts.ranks_of(mm))),
+                    evidence=facts.evidence_from(mm, 3), order=facts.order_key(row),
                     explains=("collective_timeout", "rank_crash"))]
 
 
