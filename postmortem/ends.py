@@ -395,6 +395,8 @@ class _GoesOn:
         """True when the stream of (rank, source) went on training or ended normally after `line`."""
         if self.all_normal or not _null(rank) and int(rank) in self.exited_ok:
             return True
+        if _null(rank) and not _null(line) and self._every_rank_went_on(source, int(line)):
+            return True
         lines = self.after.get((_rank_key(rank), source))
         if not lines or _null(line):
             return False
@@ -402,6 +404,15 @@ class _GoesOn:
         # on only when several more came (one process printing on).
         need = 1 if not _null(rank) else UNRANKED_GOES_ON
         return self._bisect(lines, int(line)) <= len(lines) - need
+
+
+    def _every_rank_went_on(self, source, line: int) -> bool:
+        """A line without a rank in a file where ranks report progress: whichever of them printed it, every rank
+        of that file trained on (or ended normally) after it, with several reports in all."""
+        ranked = [v for (r, src), v in self.after.items() if src == source and r is not None]
+        if not ranked or any(v[-1] <= line for v in ranked):
+            return False
+        return sum(len(v) - self._bisect(v, line) for v in ranked) >= UNRANKED_GOES_ON
 
 
 def _all_normal(tables, exited_ok: set) -> bool:

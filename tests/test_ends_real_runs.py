@@ -45,7 +45,7 @@ def _ends(a) -> dict:
 SEGFAULT = _cases("segfault-ctypes")
 ALLOC = _cases("torch-alloc-fail", "numpy-memory-error")
 UNEVEN = _cases("uneven-shards")
-HANDLED = _cases("max-steps", "oom-probe-recover", "loss-scale-recovers")
+HANDLED = _cases("max-steps", "oom-probe-recover", "loss-scale-recovers", "store-retry-clean")
 EXITED_WHILE_WAITING = _cases("rank0-only-barrier", "early-stop-unsynced")
 
 
