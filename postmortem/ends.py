@@ -181,8 +181,9 @@ def fill_ends(tables, rows: dict, row) -> None:
         tb = tb[tb["rank"].notna()]
         handled = [h for h, r in zip(handled, tables.tracebacks["rank"].tolist()) if not _null(r)]
         for rec, was_handled in zip(tb.itertuples(index=False), handled):
-            if str(rec.exc_type).endswith("Warning"):
-                continue
+            from postmortem.rules.facts import in_thread
+            if str(rec.exc_type).endswith("Warning") or in_thread(rec.frames):
+                continue  # (an exception in a thread other than the main one ends that thread, not the process)
             role, category, basis = classify(rec.exc_type, rec.exc_message, rec.frames)
             if role == "handled" or role == "root" and was_handled:
                 continue

@@ -171,3 +171,19 @@ def test_the_ranks_table_says_which_ranks_the_verdict_names():
     assert roles == {0: "culprit", 1: "affected", 2: "affected", 3: "affected"}
     clean = postmortem.analyze(os.path.join(SAMPLES, "clean_run", "logs"), quiet=True)
     assert clean.verdict.category == "no_failure" and clean.ranks["verdict_role"].isna().all()
+
+
+THREAD_DIED = _cases("queue-dead-producer")
+
+
+@pytest.mark.parametrize("name,case", THREAD_DIED, ids=[n for n, _ in THREAD_DIED])
+def test_an_exception_in_a_thread_ends_the_thread_not_the_rank(name, case):
+    """A prefetch thread dies of an exception (threading.excepthook prints it; the outermost frame is threading's
+    _bootstrap_inner), the main thread waits on its queue forever: the rank did not end by the exception, it hangs,
+    and it is the one the others wait for (real runs of four launchers)."""
+    assert len(THREAD_DIED) >= 3
+    a = _analyze(name)
+    culprit = case["expect"]["culprit_ranks"]
+    ranks = a.ranks.set_index("rank")
+    assert all(ranks.loc[r, "end"] != "exception" for r in culprit)
+    assert a.verdict.culprit_ranks == culprit and a.verdict.category in case["expect"]["categories"]

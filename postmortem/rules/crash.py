@@ -30,6 +30,9 @@ def first_exception(tables):
     culprit = [int(first["rank"])] if not _na(first["rank"]) else []
     others = [r for r in facts.world_ranks(tables) if r not in culprit]
     conf = 0.55 if culprit else 0.45
+    thread = facts.in_thread(first["frames"])
+    if thread:  # it ended a thread, not the rank: what the rank did without it is the likelier story
+        conf = 0.45
     # What the exception says, from the message catalog and the exception taxonomy (its class, the library frame
     # that raised it): a checkpoint path that is missing, host memory refused, a DataLoader worker, DDP misuse ...
     from postmortem import catalog
@@ -40,7 +43,7 @@ def first_exception(tables):
     known = f" It is {info.reason[:1].lower()}{info.reason[1:].rstrip('.')}." if category != "rank_crash" else ""
     return [Finding(
         rule="first-exception", category=category, confidence=conf,
-        title=f"{first['exc_type']} on {ranks_phrase(culprit[:1], none='an unknown rank')}",
+        title=f"{first['exc_type']}{' in a thread' if thread else ''} on {ranks_phrase(culprit[:1], none='an unknown rank')}",
         explanation=(f"The earliest exception that is not a timeout or a closed connection is "
                      f"{first['exc_type']}: {clip(str(first['exc_message']), 200)}"
                      + (f" on rank {culprit[0]}" if culprit else "") + "." + known

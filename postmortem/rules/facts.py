@@ -144,6 +144,17 @@ def frames_text(frames) -> str:
     return " | ".join(f"{f.get('func', '')} {f.get('file', '')} {f.get('code', '')}" for f in (frames or [])).lower()
 
 
+def in_thread(frames) -> bool:
+    """True for a traceback raised in a thread other than the main one: CPython's threading.Thread._bootstrap_inner
+    catches it and prints it through threading.excepthook ('Exception in thread NAME:'), and the process goes on."""
+    outer = [f for f in (frames or []) if not f.get("native")]
+    if not outer:
+        return False
+    last = outer[-1]  # frames are innermost first
+    return str(last.get("file", "")).replace("\\", "/").endswith("threading.py") and \
+        last.get("func") in ("_bootstrap_inner", "_bootstrap")
+
+
 def world_ranks(tables) -> list[int]:
     """All ranks of the job when the world size is known, else the ranks seen."""
     ws = tables.meta.get("world_size")
