@@ -262,7 +262,12 @@ class _TracebackCollector:
             if tb:
                 self._close(key, None, None)
             self.open[key] = self._new(lineno, ctx, key)
+            # A traceback printed one level in (a prefix that leaves a space, `3:  Traceback`): its lines share that
+            # indent, so the exception line is found after it is taken off.
+            self.open[key]["indent"] = len(message) - len(message.lstrip(" "))
             return True
+        if tb is not None and tb.get("indent") and message.startswith(" " * tb["indent"]):
+            message = message[tb["indent"]:]
         fm = FRAME_RE.match(message) if "File \"" in message else None
         if fm:
             if tb is None:
