@@ -337,12 +337,27 @@ def _work_evidence(tables, waits: pd.DataFrame):
     work = work[work["total"].isna() | (work["step"] < work["total"])] if len(work) else work
     last_train = _last_train_line(st)
     work = work[[not (pd.notna(ln) and ln < last_train.get(src, -1)) for src, ln in zip(work["source"], work["line"])]]
+    work = _outlasts(work, _timeout_s(waits))
     if work.empty:
         return None
     w = work.sort_values("step").iloc[-1]
     desc = str(w["desc"] or w["phase"])
     frac = f" ({int(w['step'])}/{int(w['total'])})" if pd.notna(w["total"]) else ""
     return (Evidence(w["source"], facts._int(w["line"]), facts._int(w["rank"]), f"{desc}{frac}"), f"'{desc}'{frac}")
+
+
+# A bar whose own estimate of what is left is under this share of the timeout would have ended long before it fired.
+_SHORT_WORK = 0.1
+
+
+def _outlasts(work: pd.DataFrame, timeout_s: float | None) -> pd.DataFrame:
+    """Progress rows whose remaining work, by the bar's own rate ((total - step) x seconds per item), could have
+    kept a rank away for a good part of the timeout: a shard-loading bar 10 s from its end does not explain a
+    30-minute wait (if such a bar froze, that is a hang, not long work)."""
+    if work.empty or not timeout_s or "step_time" not in work:
+        return work
+    left = (work["total"] - work["step"]) * work["step_time"]
+    return work[~(left.notna() & (left < _SHORT_WORK * timeout_s))]
 
 
 def _progress_after_wait(st: pd.DataFrame, waits: pd.DataFrame):
