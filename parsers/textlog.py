@@ -476,7 +476,10 @@ class _StepAccumulator:
         return out
 
 
-@register("rank_log", "nccl_log", "dmesg", "unknown", "pyspy", "nvidia_smi", "stack_dump")
+TEXT_KINDS = ("rank_log", "nccl_log", "dmesg", "unknown", "pyspy", "nvidia_smi", "stack_dump")
+
+
+@register(*TEXT_KINDS)
 def parse_textlog(source: Source) -> ParseResult:
     """Stream a text file once: strip prefixes, attribute ranks, extract events/tracebacks/steps/NCCL lines."""
     result = ParseResult()
@@ -623,7 +626,7 @@ def parse_textlog(source: Source) -> ParseResult:
         result.problems.append("repetitive lines summarised: " + ", ".join(f"{k} x{v}" for k, v in sorted(dropped.items())))
     if hostpid_rank:
         result.meta["hostpid_rank"] = hostpid_rank
-    if scanner is not None and not getattr(scanner, "exact", True):
+    if scanner is not None and getattr(scanner, "summarised", False):
         if any(scanner.nccl_counts.values()):
             result.meta["nccl_counts"] = {source.source: dict(scanner.nccl_counts)}
         result.meta["summarised"] = {source.source: dict(scanner.sampled)}
@@ -641,6 +644,15 @@ def _prefilter_triggers() -> prefilter.Triggers:
         weak_events=WEAK_EVENT_TRIGGERS, **_gates(), scans=((CONFIG_ECHO_SCAN, True),),
         error_events=sorted({t for f in fmts.FORMATS if f.level == "error" for t in f.triggers} | set(LINE_TRIGGERS)
                             | set(WINDOW_TRIGGERS)))
+
+
+def share_exact_budget(sources: list) -> None:
+    """Give every source this parser reads its share of the job's exact budget (Source.exact_bytes; see
+    prefilter.EXACT_JOB_BYTES): before parsing, from the sizes the discovery saw, on every engine alike."""
+    text = [s for s in sources if not s.problem and s.kind in TEXT_KINDS]
+    shares = prefilter.exact_shares([prefilter.text_size(s.path, s.bytes, s.compression) for s in text])
+    for s, share in zip(text, shares):
+        s.exact_bytes = share
 
 
 def _gates() -> dict:
@@ -665,9 +677,9 @@ def _line_source(source: Source, stats: textio.ReadStats):
     """(scanner or None, the first lines for prefix schemes, iterator of (line number, text, steps_only)).
 
     UTF-8 files go through the bytes prefilter (big ones summarised); UTF-16 ones are read line by line."""
-    hint = source.bytes * (8 if source.compression else 1)
+    hint = prefilter.text_size(source.path, source.bytes, source.compression)
     try:
-        scanner = prefilter.LineScanner(source.path, stats, hint, _prefilter_triggers())
+        scanner = prefilter.LineScanner(source.path, stats, hint, _prefilter_triggers(), source.exact_bytes)
     except prefilter.NotStreamable:
         scanner = None
     if scanner is not None:

@@ -107,6 +107,8 @@ def parse_all(sources: list, jobs: int | None = None, engine: str = "local", sch
     leave that import's lock held in the child)."""
     preload = preload or _Preload(enabled=False)
     from parsers.base import parse_source_compact as parse_source
+    from parsers.textlog import share_exact_budget
+    share_exact_budget(sources)  # what of each file is read exactly: from the whole job, before any file is read
     from postmortem import progress as progress_mod
     total = sum(s.bytes for s in sources if not s.problem)
     with progress_mod.make(len(sources), total, quiet=quiet) as bar:

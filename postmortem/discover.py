@@ -29,6 +29,7 @@ class Source:
     compression: str | None = None
     bytes: int = 0
     problem: str | None = None     # set when the file is skipped
+    exact_bytes: int | None = None  # its share of the job's exact budget (parsers.prefilter.exact_shares)
 
     def to_dict(self) -> dict:
         """Plain dict (for pickling to worker processes and for JSON)."""
