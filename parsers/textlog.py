@@ -88,6 +88,8 @@ MAX_TRACEBACKS_PER_SIGNATURE = 16  # per source and (exception type, innermost u
 MAX_TRACEBACKS = 256               # per source, whatever their signatures (beyond: the last of each signature)
 SCHEME_SAMPLE = 400
 TAIL_LINES_READ = 400   # lines read from a file's end (at most prefilter.TAIL_BYTES) for its ranks' last lines
+TAIL_LINES_ONE_RANK = 2 * 20  # ... of a summarised file of one rank (its path names the rank): its last lines and as
+                              # many before them, against which (and the file's head) a last line is new or not
 TAIL_LINES_KEPT = 20    # last lines kept per rank and file (the last_lines table)
 # What the bytes prefilter (parsers/prefilter.py) needs to know about this parser: a line that can yield a row
 # contains a format trigger (parsers.formats) or one of these; the rest is skipped unread.
@@ -617,7 +619,8 @@ def parse_textlog(source: Source) -> ParseResult:
     tbs.finish()
     summary.finish()
     if scanner is not None and not dump:
-        _last_lines(result, source, scanner.tail_lines(TAIL_LINES_READ), head_texts, scheme, base_rank)
+        _last_lines(result, source, scanner.tail_lines(_tail_window(scanner, base_rank)), head_texts, scheme,
+                    base_rank)
     if dump_kinds:  # dumps inside a big log (small ones are read by parsers.embedded directly)
         result.merge(embedded.read_dumps(source, sorted(dump_kinds)))
     for row in steps.rows():
@@ -768,13 +771,31 @@ def _line_key(text: str) -> int:
     return zlib.crc32(prefilter.normalise(text))
 
 
+def _tail_window(scanner, base_rank) -> int:
+    """How many of a file's last lines its ranks' last lines are taken from: TAIL_LINES_READ (a console of many
+    ranks interleaves them), but fewer in a summarised file of one rank, whose last lines are its last lines (part
+    of the per-rank budget: a file read whole exactly, as every file of a small job, keeps the full window)."""
+    if base_rank is not None and getattr(scanner, "summarised", False):
+        return TAIL_LINES_ONE_RANK
+    return TAIL_LINES_READ
+
+
+def _line_keys(texts: list[str]) -> list[int]:
+    """_line_key of each text, in one encode and one translate for all of them (texts without a line break)."""
+    joined = "\n".join(texts)
+    if joined.count("\n") != max(0, len(texts) - 1):
+        return [_line_key(t) for t in texts]
+    crc = zlib.crc32
+    return [crc(k) for k in joined.encode("utf-8").translate(None, prefilter.DELETE).split(b"\n")]
+
+
 def _last_lines(result: ParseResult, source: Source, tail: list, head_texts: list, scheme, base_rank) -> None:
     """Each rank's last TAIL_LINES_KEPT lines of this file, whatever they say, with their template keys and whether
     the rank printed the same template before (the file's first lines, or earlier in its tail)."""
     if not tail:
         return
-    seen_raw = {_line_key(ln) for ln in head_texts if ln}
-    per_rank: dict = {}
+    lines = []  # (line number, raw line, rank, message, info) of the lines that say something
+    strip = scheme.strip if scheme.active else None
     for lineno, raw in tail:
         if not raw or raw.isspace():
             continue
@@ -785,9 +806,9 @@ def _last_lines(result: ParseResult, source: Source, tail: list, head_texts: lis
             seg = raw.rsplit("\r", 1)[-1] if "\r" in raw else raw
             if not seg.strip():
                 seg = raw.strip("\r")
-        line, sinfo = scheme.strip(seg) if scheme.active else (seg, {})
+        line, sinfo = strip(seg) if strip is not None else (seg, None)
         if record is not None:
-            sinfo = {**record[1], **sinfo}
+            sinfo = {**record[1], **sinfo} if sinfo else record[1]
         message, info = strip_prefixes(line)
         if sinfo:
             info = {**sinfo, **info}
@@ -801,19 +822,31 @@ def _last_lines(result: ParseResult, source: Source, tail: list, head_texts: lis
             rank = message_rank(message)
         if rank is None:
             rank = base_rank
-        key = _line_key(message)
-        raw_key = _line_key(raw)
-        rows = per_rank.setdefault(rank, [])
-        seen = raw_key in seen_raw and lineno > len(head_texts)
+        lines.append((lineno, raw, rank, message, info))
+    if not lines:
+        return
+    # the template keys of all lines at once; then whether each rank printed a line's template before it
+    keys = _line_keys([t[3] for t in lines])
+    raw_keys = _line_keys([t[1] for t in lines])
+    seen_raw = set(_line_keys([ln for ln in head_texts if ln]))
+    head_n = len(head_texts)
+    per_rank: dict = {}
+    for (lineno, _, rank, _, _), key, raw_key in zip(lines, keys, raw_keys):
+        got = per_rank.get(rank)
+        if got is None:
+            got = per_rank[rank] = ([], set())
+        seen = (raw_key in seen_raw and lineno > head_n) or key in got[1]
         seen_raw.add(raw_key)
-        seen = seen or any(r["key"] == key for r in rows)
-        rows.append({"source": source.source, "line": lineno, "rank": rank, "host": info.get("host") or source.host,
-                     "ts": _ts(info.get("ts")), "key": key, "message": message[:300], "seen": seen})
-    for rows in per_rank.values():
+        got[1].add(key)
+        got[0].append((lineno, key, seen))
+    index = {t[0]: t for t in lines}
+    for rank, (rows, _) in per_rank.items():
         rows = rows[-TAIL_LINES_KEPT:]
-        for i, row in enumerate(rows):
-            row["distance"] = len(rows) - 1 - i
-            result.add("last_lines", row)
+        for i, (lineno, key, seen) in enumerate(rows):
+            _, _, _, message, info = index[lineno]
+            result.add("last_lines", {"source": source.source, "line": lineno, "rank": rank,
+                                      "host": info.get("host") or source.host, "ts": _ts(info.get("ts")), "key": key,
+                                      "message": message[:300], "seen": seen, "distance": len(rows) - 1 - i})
 
 
 def _ts(text: str | None):
