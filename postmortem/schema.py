@@ -1,9 +1,15 @@
 """Table schemas (one place, versioned) and the validation applied where each DataFrame is built."""
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from postmortem.columns import Columns, to_columns  # noqa: F401 - re-exported
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas is imported where frames are built, not with this module: the parent folds parse results into column
+# lists (postmortem.tables_builder) while pandas is still being imported beside the parser processes.
 
 SCHEMA_VERSION = 1
 
@@ -67,11 +73,16 @@ def check_columns(table: str, names) -> None:
 
 def frame_from_columns(table: str, data: dict[str, list], n: int) -> pd.DataFrame:
     """Build a validated DataFrame for `table` from column lists of length n (absent columns are null)."""
+    import pandas as pd
     cols = columns(table)
     check_columns(table, data)
     out = {}
     for col in cols:
-        values = pd.Series(data[col] if col in data else [None] * n, dtype=object)
+        raw = data.get(col)
+        if isinstance(raw, pd.Series) and col in DTYPES:  # typed already (postmortem.tables_builder.Numbers)
+            out[col] = raw
+            continue
+        values = pd.Series(raw if raw is not None else [None] * n, dtype=object)
         if col == "ts":
             out[col] = _times(values)
         elif col in BOOL_COLUMNS:
@@ -88,6 +99,7 @@ TS_DTYPE = "datetime64[ns, UTC]"
 
 def _times(values: pd.Series) -> pd.Series:
     """UTC datetimes in one unit for every table (pandas would pick s or us per table from the values)."""
+    import pandas as pd
     # Each line's own format: inferring one format from the first value would turn every other shape (an ISO `T…Z`
     # stamp after a `2024-05-01 10:00:00` one) into NaT. ISO first (fast), then the rest one by one.
     # (numbers are no times here: a hostile file could put one where a stamp goes)
@@ -108,6 +120,7 @@ def _times(values: pd.Series) -> pd.Series:
 
 
 def _coerce(series: pd.Series, dtype: str) -> pd.Series:
+    import pandas as pd
     if dtype == "Int64":
         return pd.to_numeric(series, errors="coerce").round().astype("Int64")
     return pd.to_numeric(series, errors="coerce").astype(dtype)
