@@ -1,6 +1,8 @@
 """View model for the HTML report: small plain dataclasses built from the Analysis; templates only loop and print."""
 from __future__ import annotations
 
+import re
+
 import datetime as _dt
 import os
 from dataclasses import dataclass, field
@@ -472,9 +474,37 @@ def end_rows(ranks, culprits) -> tuple[list[EndRow], int]:
         err = err.split(":", 1)[0] + (": " + err.split(":", 1)[1][:90].strip() if ":" in err else "")
         key = (int(rec["rank"]) in culprits, cell(rec.get("last_step")), doing, coll, err, cell(rec.get("exit")))
         groups.setdefault(key, []).append(int(rec["rank"]))
+    if len(groups) > MAX_END_ROWS:
+        groups = _alike(groups)
     rows = [EndRow(rank_ranges(members), len(members), key[0], key[1], key[2], key[3], key[4], key[5])
             for key, members in sorted(groups.items(), key=lambda kv: (not kv[0][0], kv[1][0]))]
     return rows[:MAX_END_ROWS], max(0, len(rows) - MAX_END_ROWS)
+
+
+_NUMBER = re.compile(r"\d+")
+
+
+def _alike(groups: dict) -> dict:
+    """Groups of ranks that ended alike, ignoring the numbers that only say which rank it was (`[Rank 41]`, its
+    pid, its time) and where each stopped counting steps (shown as a range): a job of thousands of ranks, whose end
+    rows would otherwise be one per rank. Each row shows its lowest rank's error as the example."""
+    merged: dict = {}
+    for key, members in groups.items():
+        culprit, step, doing, coll, err, exit_ = key
+        # (the error is shown cut at a length: masked, its start is what ranks that ended alike share)
+        alike = (culprit, _NUMBER.sub("N", doing), coll, _NUMBER.sub("N", err)[:60], _NUMBER.sub("N", exit_))
+        got = merged.setdefault(alike, [[], [], None])
+        got[0].extend(members)
+        if step:
+            got[1].append(int(step))
+        if got[2] is None or min(members) < got[2][0]:
+            got[2] = (min(members), doing, err, exit_)
+    out: dict = {}
+    for (culprit, _, coll, _, _), (members, steps, (_, doing, err, exit_)) in merged.items():
+        lo, hi = (min(steps), max(steps)) if steps else (None, None)
+        step = "" if lo is None else str(lo) if lo == hi else f"{lo}–{hi}"
+        out[(culprit, step, doing, coll, err, exit_)] = sorted(members)
+    return out
 
 
 def _fill_rank_sections(view: ReportView, analysis, model, t) -> None:
