@@ -33,7 +33,29 @@ def parse_manifest(source: Source) -> ParseResult:
                               "kind": "exit", "message": f"job exited with code {code}" + (f" ({sig})" if sig else ""),
                               "template": "collect exit", "details": attrs,
                               "level": "E" if code not in (0, None) else "I", "pid": None})
+    _pid_ranks(data, result)
     env = data.get("env_added")
     if isinstance(env, dict):
         result.meta["collector_env"] = {str(k): str(v)[:300] for k, v in list(env.items())[:64]}
     return result
+
+
+MAX_PROCESSES = 65_536
+
+
+def _pid_ranks(data: dict, result: ParseResult) -> None:
+    """`host:pid -> rank` of every rank process the collector saw (its `processes` census), into the same map NCCL's
+    `host:pid` prefixes use: py-spy dumps and torchrun's agent lines name pids, and this names their ranks."""
+    procs = data.get("processes")
+    if not isinstance(procs, list):
+        return
+    hosts = {str(h).split(".")[0] for h in (data.get("host"),) if isinstance(h, str) and h}
+    hosts |= {str(h) for h in (data.get("host"),) if isinstance(h, str) and h}
+    out = result.meta.setdefault("hostpid_rank", {})
+    for rec in procs[:MAX_PROCESSES]:
+        if not isinstance(rec, dict) or rec.get("role") not in ("rank", "child"):
+            continue
+        pid, rank = rec.get("pid"), rec.get("rank")
+        if isinstance(pid, int) and isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 1_000_000:
+            for host in hosts or {"?"}:
+                out[f"{host}:{pid}"] = rank

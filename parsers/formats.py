@@ -67,6 +67,18 @@ FORMAT_DEFS: list[dict] = [
      "pattern": r"(?:\[(?P<waiter>\d+)\] is setting up NCCL communicator and retrieving ncclUniqueId from \[(?P<src>\d+)\] via c10d key-value store|Socket Timeout|store->get\('?(?P<key>[^')]*)'?\) got error|wait timeout after (?P<timeout_ms>\d+)ms|(?P<teardown>Failed to check the \"should dump\" flag on TCPStore|recvValue failed|sendBytes failed))",
      "samples": [("RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error",
                   {"waiter": "1", "src": "0"})]},
+    # torch.distributed's store-based barrier at process-group creation (torch <= 2.0 default, later opt-in): each
+    # waiting rank reports how many of the world have arrived; printed while healthy starts wait a moment too
+    {"name": "store-barrier-wait", "kind": "store_wait", "level": "info",
+     "triggers": ["store based barrier", "store-based barrier"],
+     "pattern": r"(?:Waiting in store based barrier to initialize process group for (?:[\d.]+ seconds ?)?rank: (?P<wait_rank>\d+), key: (?P<key>\S+?),? \(world_size=(?P<world>\d+), (?:worker_count|num_workers_joined)=(?P<count>\d+)|Rank (?P<done_rank>\d+): Completed store-based barrier for key:? ?(?P<done_key>\S+) with (?P<done_n>\d+) nodes)",
+     "samples": [("I0510 07:28:04.417845 139863945226048 distributed_c10d.py:337] Waiting in store based barrier to initialize process group for rank: 2, key: store_based_barrier_key:2 (world_size=8, worker_count=7, timeout=0:30:00)",
+                  {"wait_rank": "2", "world": "8", "count": "7"}),
+                 # torch >= 2.1 (a debug line; the seconds run into `rank:` in torch's own format string)
+                 ("Waiting in store based barrier to initialize process group for 10.01 secondsrank: 1, key: store_based_barrier_key:1 (world_size=2, num_workers_joined=1, timeout=0:30:00 error=Socket Timeout)",
+                  {"wait_rank": "1", "world": "2", "count": "1"}),
+                 ("Rank 3: Completed store-based barrier for key:store_based_barrier_key:1 with 8 nodes.",
+                  {"done_rank": "3", "done_n": "8"})]},
     # ---- NCCL errors raised to Python (§2.6) and NCCL WARN lines anywhere (§1.4)
     {"name": "nccl-error", "kind": "nccl_error", "level": "error",
      "triggers": ["NCCL error", "ncclSystemError", "ncclUnhandledCudaError", "ncclRemoteError", "ncclInternalError", "ncclInvalidUsage"],

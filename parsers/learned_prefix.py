@@ -17,14 +17,14 @@ MAX_TOKENS = 6
 MIN_SHARE = 0.6
 HEAD = 64          # lines a prefix is learned from
 
-_TS = re.compile(r"^[\[(]?(?:\d{4}[-/]\d\d[-/]\d\d(?:[T _]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?)?"
+_TS = re.compile(r"^[\[(]?(?:(?:\d{4}[-/]\d\d[-/]\d\d|\d\d/\d\d/\d{4})(?:[T _]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?)?"
                  r"|\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?[\])]?:?$")
 _RANK = re.compile(r"^[\[(<]?(?:global_?)?rank[=:#_ ]?(?P<rank>\d{1,6})[\])>]?:?$", re.I)
 _SEPARATOR = re.compile(r"^(?:\|{1,2}|-{1,2}|>{1,2}|::?|»|\|>)$")
 _ID = re.compile(r"^[\[(]?[\w.@:/-]{1,48}[\])]?:?$")
 _DIGIT = re.compile(r"\d+")
 # What every `ts` token (_TS: a date or hh:mm:ss) and every `rank` token (_RANK) contains.
-_DATE_OR_TIME = (rb"\d{4}[-/]\d\d[-/]\d\d", rb"\d\d:\d\d:\d\d")
+_DATE_OR_TIME = (rb"\d{4}[-/]\d\d[-/]\d\d", rb"\d\d/\d\d/\d{4}", rb"\d\d:\d\d:\d\d")
 
 
 _DIGITS_TO_ZERO = str.maketrans("123456789", "000000000")

@@ -31,6 +31,11 @@ PREFIX_DEFS: list[dict] = [
      "samples": [("[2024-05-08 08:47:31,261] torch.distributed.elastic.multiprocessing.api: [WARNING] x",
                   {"ts": "2024-05-08 08:47:31,261"}),
                  ("2023-07-26 04:37:11.717 | INFO     | utils.train:start:110 - x", {"ts": "2023-07-26 04:37:11.717"})]},
+    # Python logging with transformers'/accelerate's example format: `%(asctime)s - %(levelname)s - %(name)s - ...`
+    # with datefmt `%m/%d/%Y %H:%M:%S` (month first; schema reads it so).
+    {"name": "us_date_timestamp",
+     "pattern": r"\[?(?P<ts>\d\d/\d\d/\d{4} \d\d:\d\d:\d\d(?:[.,]\d+)?)\]?(?: -)? ",
+     "samples": [("06/12/2025 09:12:05 - INFO - __main__ - Training config: x", {"ts": "06/12/2025 09:12:05"})]},
     {"name": "syslog_timestamp",
      "pattern": r"(?P<ts>(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} \d\d:\d\d:\d\d) (?:(?P<host>[\w.-]+) (?=\S+:))?",
      "samples": [("Nov 20 16:03:25 RuntimeError: NCCL error", {"ts": "Nov 20 16:03:25"}),
@@ -120,9 +125,9 @@ def _note(info: dict, key: str, value: str | None) -> None:
 
 # c10/glog-style level prefixes stay part of the message (they carry the level and file:line), but we read them.
 C10_PREFIX = regex.compile(
-    r"\[(?P<level>[IWEF])(?:(?P<mmdd>\d{4}) (?P<hms>\d\d:\d\d:\d\d)\.\d+ )?\s*(?P<file>[\w.]+):(?P<line>\d+)\] ")
+    r"\[(?P<level>[IWEF])(?:(?P<mmdd>\d{4}) (?P<hms>\d\d:\d\d:\d\d)(?P<frac>\.\d+) )?\s*(?P<file>[\w.]+):(?P<line>\d+)\] ")
 GLOG_PREFIX = regex.compile(
-    r"(?P<level>[IWEF])(?P<mmdd>\d{4}) (?P<hms>\d\d:\d\d:\d\d)\.\d+ +(?P<tid>\d+) (?P<file>[\w./-]+):(?P<line>\d+)\] ")
+    r"(?P<level>[IWEF])(?P<mmdd>\d{4}) (?P<hms>\d\d:\d\d:\d\d)(?P<frac>\.\d+) +(?P<tid>\d+) (?P<file>[\w./-]+):(?P<line>\d+)\] ")
 PYLOG_LEVEL = regex.compile(r"(?:\[(?P<l1>ERROR|WARNING|INFO|DEBUG|CRITICAL)\]|(?P<l2>ERROR|WARNING|CRITICAL):[\w.]+:)")
 
 
@@ -148,19 +153,21 @@ def strip_prefixes(line: str) -> tuple[str, dict]:
             for key in _FIELDS:
                 _note(info, key, g.get(key))
         msg = msg[m.end():]
-    lvl = _level(msg)
-    if lvl:
-        info["level"] = lvl
+    m = _level(msg)
+    if m is not None:
+        info["level"] = m.group("level")
+        if "ts" not in info and m.group("mmdd"):
+            # glog's month, day and time (no year): `--MM-DDThh:mm:ss.ffffff`, the ISO 8601 form of a date without
+            # a year; the table builder takes the year from the other sources (schema.resolve_years)
+            mmdd = m.group("mmdd")
+            info["ts"] = f"--{mmdd[:2]}-{mmdd[2:]}T{m.group('hms')}{m.group('frac')}"
     return msg, info
 
 
-def _level(msg: str) -> str | None:
+def _level(msg: str):
+    """The c10/glog level prefix match at the start of a message (level, month-day, time), or None."""
     if msg[:1] == "[":
-        m = C10_PREFIX.match(msg)
-        if m:
-            return m.group("level")
-    elif msg[:1] in "IWEF":
-        m = GLOG_PREFIX.match(msg)
-        if m:
-            return m.group("level")
+        return C10_PREFIX.match(msg)
+    if msg[:1] in "IWEF":
+        return GLOG_PREFIX.match(msg)
     return None

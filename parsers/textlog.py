@@ -479,6 +479,16 @@ class _StepAccumulator:
 
 
 TEXT_KINDS = ("rank_log", "nccl_log", "dmesg", "unknown", "pyspy", "nvidia_smi", "stack_dump")
+CONFIG_EVENT_KINDS = ("config", "job_id")
+
+
+@register("launch_config")
+def parse_launch_config(source: Source) -> ParseResult:
+    """A launch script or config file beside the logs: its settings (config echoes, world size, job identity) only;
+    the failures and progress a script's text may mention never happened in this run."""
+    result = parse_textlog(source)
+    result.rows = {"events": [r for r in result.rows.get("events", []) if r["kind"] in CONFIG_EVENT_KINDS]}
+    return result
 
 
 @register(*TEXT_KINDS)
@@ -789,39 +799,75 @@ def _line_keys(texts: list[str]) -> list[int]:
     return [crc(k) for k in joined.encode("utf-8").translate(None, prefilter.DELETE).split(b"\n")]
 
 
+def line_message(raw: str, scheme, base_rank):
+    """(message, prefix info, rank) of one raw line as the last-lines table reads it (a JSON record's message, a
+    progress bar's last redraw, launcher and collector prefixes stripped), or None for a line with no message."""
+    if not raw or raw.isspace():
+        return None
+    record = json_record(raw) if scheme.jsonl and raw[:1] == "{" else None
+    if record is not None:
+        seg = next((t for t in record[0] if t.strip()), "")
+    else:
+        seg = raw.rsplit("\r", 1)[-1] if "\r" in raw else raw
+        if not seg.strip():
+            seg = raw.strip("\r")
+    line, sinfo = scheme.strip(seg) if scheme.active else (seg, {})
+    if record is not None:
+        sinfo = {**record[1], **sinfo}
+    message, info = strip_prefixes(line)
+    if sinfo:
+        info = {**sinfo, **info}
+    message = message.rstrip()  # leading blanks kept: a traceback's code lines are indented
+    if not message.strip() or _prefix_only(message):
+        return None
+    rank = info.get("rank")
+    if rank is None and info.get("local_rank") is not None:
+        rank = info["local_rank"]
+    if rank is None:
+        rank = message_rank(message)
+    if rank is None:
+        rank = base_rank
+    return message, info, rank
+
+
+def template_keys(path: str, limit: int) -> tuple[set[int], int]:
+    """The template keys of every line of a text file (as last_lines computes them) and how many lines were read,
+    at most `limit` (the `--baseline` run's templates)."""
+    keys: set[int] = set()
+    head: list[str] = []
+    it = textio.iter_lines(path)
+    n = 0
+    for _, raw in it:
+        head.append(raw)
+        if len(head) >= SCHEME_SAMPLE:
+            break
+    scheme = _Scheme(head)
+    for raw in head:
+        got = line_message(raw, scheme, None)
+        if got is not None:
+            keys.add(_line_key(got[0]))
+        n += 1
+    for _, raw in it:
+        if n >= limit:
+            break
+        got = line_message(raw, scheme, None)
+        if got is not None:
+            keys.add(_line_key(got[0]))
+        n += 1
+    return keys, n
+
+
 def _last_lines(result: ParseResult, source: Source, tail: list, head_texts: list, scheme, base_rank) -> None:
     """Each rank's last TAIL_LINES_KEPT lines of this file, whatever they say, with their template keys and whether
     the rank printed the same template before (the file's first lines, or earlier in its tail)."""
     if not tail:
         return
     lines = []  # (line number, raw line, rank, message, info) of the lines that say something
-    strip = scheme.strip if scheme.active else None
     for lineno, raw in tail:
-        if not raw or raw.isspace():
+        got = line_message(raw, scheme, base_rank)
+        if got is None:
             continue
-        record = json_record(raw) if scheme.jsonl and raw[:1] == "{" else None
-        if record is not None:
-            seg = next((t for t in record[0] if t.strip()), "")
-        else:
-            seg = raw.rsplit("\r", 1)[-1] if "\r" in raw else raw
-            if not seg.strip():
-                seg = raw.strip("\r")
-        line, sinfo = strip(seg) if strip is not None else (seg, None)
-        if record is not None:
-            sinfo = {**record[1], **sinfo} if sinfo else record[1]
-        message, info = strip_prefixes(line)
-        if sinfo:
-            info = {**sinfo, **info}
-        message = message.rstrip()  # leading blanks kept: a traceback's code lines are indented
-        if not message.strip() or _prefix_only(message):
-            continue
-        rank = info.get("rank")
-        if rank is None and info.get("local_rank") is not None:
-            rank = info["local_rank"]
-        if rank is None:
-            rank = message_rank(message)
-        if rank is None:
-            rank = base_rank
+        message, info, rank = got
         lines.append((lineno, raw, rank, message, info))
     if not lines:
         return

@@ -54,10 +54,12 @@ class Analysis:
         from reports.json_report import to_json
         return to_json(self, indent=indent)
 
-    def to_text(self) -> str:
-        """The terminal summary."""
+    def to_text(self, lang: str = "en") -> str:
+        """The terminal summary (`lang`: "en" or "zh")."""
+        from reports.i18n import catalogue
         from reports.text_report import render_text
-        return render_text(self)
+        catalogue(lang)  # an unknown language is a ValueError here, as for to_html
+        return render_text(self, lang=lang)
 
     def to_html(self, **options) -> str:
         """The self-contained HTML report."""
@@ -65,10 +67,12 @@ class Analysis:
         from reports.render import render_html
         return render_html(self, **{"version": __version__, **options})
 
-    def figures(self) -> dict:
-        """matplotlib Figures of the report (never shown)."""
+    @property
+    def figures(self) -> "Figures":
+        """The report's charts as matplotlib Figures (never shown): `a.figures["steps"]`; an attribute like
+        `a.tables` and `a.findings` (`a.figures()` still works, and `a.figures(lang="zh")` labels them in Chinese)."""
         from reports.figures import make_figures
-        return make_figures(self)
+        return Figures(make_figures(self), self)
 
     def _repr_html_(self) -> str:
         from postmortem import __version__
@@ -79,6 +83,21 @@ class Analysis:
         """A few lines: the verdict, the culprit, what was read and found (the tables have their own repr)."""
         from postmortem.sentences import describe
         return describe(self)
+
+
+class Figures(dict):
+    """Name -> matplotlib Figure (timeline, steps, gpu_memory: those with data). Calling it returns itself, or the
+    figures labelled in another language: `a.figures(lang="zh")`."""
+
+    def __init__(self, figures: dict, analysis: "Analysis"):
+        super().__init__(figures)
+        self._analysis = analysis
+
+    def __call__(self, lang: str = "en") -> "Figures":
+        if lang == "en":
+            return self
+        from reports.figures import make_figures
+        return Figures(make_figures(self._analysis, lang), self._analysis)
 
 
 def _findings_frame(self) -> "pd.DataFrame":
@@ -242,10 +261,12 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
     from postmortem.attempts import first_attempt
     from postmortem.culprits import find_culprits
     from postmortem.odd_lines import odd_lines
+    from postmortem.schema import conform, documented_dtypes
     # With restarts, the stages below see the first attempt only (the verdict is about the first failure); the
     # Analysis keeps every row.
     work, attempts = first_attempt(tables)
-    work.frames["ranks"] = rank_state(work)  # stage 4: where every rank was when the job stopped
+    # stage 4: where every rank was when the job stopped (in the dtypes docs/tables.md promises)
+    work.frames["ranks"] = conform(rank_state(work), documented_dtypes("ranks"))
     work.frames["odd_lines"] = odd_lines(work, baseline)  # templates a minority printed near their end
     work.meta["culprits"] = find_culprits(work.frames["ranks"], work.frames["odd_lines"])  # end-state asymmetry
     work.meta["attempts"] = attempts
@@ -266,9 +287,31 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
         for key in ("culprits", "attempts", "signals", "rule_errors"):
             if key in work.meta:
                 tables.meta[key] = work.meta[key]
+    explain(verdict, findings, work, sources)
     gaps = gaps_mod.evidence_gaps(tables, verdict) if verdict else []
     return Analysis(input=path, sources=sources, tables=tables, findings=findings, verdict=verdict,
                     evidence_gaps=gaps)
+
+
+def explain(verdict: Verdict | None, findings: list[Finding], tables, sources: list | None = None) -> None:
+    """Fill the verdict's why, fix and evidence from its root mechanism (postmortem.advice), and say so when nothing
+    in the input looks like a training job's output. Category, culprits and confidence stay as decided."""
+    from postmortem import advice as advice_mod
+    from postmortem import recognised
+    if verdict is None:
+        return
+    adv = advice_mod.advise(findings, tables.frames.get("ranks"))
+    if adv is not None:
+        verdict.why, verdict.fix, verdict.mechanism = adv.why, adv.fix, adv.mechanism
+        # the lines of the root finding, then those of the finding that names the mechanism (the why cites both)
+        verdict.evidence = list(findings[0].evidence)
+        if adv.basis is not None:
+            verdict.evidence += [e for e in adv.basis.evidence if e not in verdict.evidence]
+    paths = [s.path for s in sources or [] if not s.problem] if sources is not None else []
+    if verdict.category == "no_failure" and not findings and not recognised.looks_like_training(tables, paths):
+        verdict.summary = recognised.NOT_TRAINING_SUMMARY
+        verdict.confidence = min(verdict.confidence, recognised.NOT_TRAINING_CONFIDENCE)
+        verdict.mechanism = "not_a_training_log"
 
 
 class _Preload:

@@ -8,6 +8,17 @@ import sys
 from postmortem import __version__
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse tree (also used by the docs test)."""
     p = argparse.ArgumentParser(prog="postmortem", description="Why did a distributed training job die or hang?")
@@ -17,14 +28,15 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("path", help="directory tree, file, or .tar.gz/.tgz/.zip with the job's logs, dumps and snapshots")
     a.add_argument("--format", choices=("text", "json", "html"), default=None,
                    help="output format (default: from the -o extension .json/.html/.txt, else text)")
-    a.add_argument("-o", "--output", help="write the report to this file instead of stdout")
-    a.add_argument("--jobs", "-j", type=int, default=None, help="parser processes (default: cores, when it pays)")
+    a.add_argument("-o", "--output", help="write the report to this file (the terminal still gets the summary)")
+    a.add_argument("--jobs", "-j", type=_positive_int, default=None, metavar="N",
+                   help="parser processes, at least 1 (default: cores, when it pays)")
     a.add_argument("--rules", action="append", default=None, metavar="RULE_ID", help="run only these rule ids (unknown ids are an error)")
     a.add_argument("--plugin", action="append", default=None, metavar="FILE_OR_DIR",
                    help="load extra rules from a .py file or directory")
     a.add_argument("--engine", choices=("local", "dask"), default="local", help="where to run the parse stage")
     a.add_argument("--scheduler", default=None, help="dask scheduler address (with --engine dask)")
-    a.add_argument("--lang", choices=("en", "zh"), default="en", help="language of the HTML report")
+    a.add_argument("--lang", choices=("en", "zh"), default="en", help="language of the report (text and HTML)")
     a.add_argument("--baseline", default=None, metavar="GOOD_RUN",
                    help="logs of a run of the same job that worked: lines it printed are not odd")
     a.add_argument("--quiet", "-q", action="store_true", help="no progress output on stderr")
@@ -87,12 +99,52 @@ FORMAT_BY_SUFFIX = {".json": "json", ".html": "html", ".htm": "html", ".txt": "t
 def output_format(fmt: str | None, output: str | None) -> str:
     """The output format: --format if given, else what the -o file's extension says, else text.
 
-    Raises ValueError when --format contradicts the extension (`--format json -o report.html`)."""
-    implied = FORMAT_BY_SUFFIX.get(os.path.splitext(output or "")[1].lower())
+    Raises ValueError when --format contradicts the extension (`--format json -o report.html`), and when an -o file's
+    extension names no format and --format is not given (`-o report.pdf`: writing text into it would mislead)."""
+    ext = os.path.splitext(output or "")[1].lower()
+    implied = FORMAT_BY_SUFFIX.get(ext)
     if fmt and implied and fmt != implied:
         raise ValueError(f"--format {fmt} contradicts the extension of {output} ({implied}); "
                          f"drop --format or name the file *.{'txt' if fmt == 'text' else fmt}")
+    if output and not fmt and not implied:
+        raise ValueError(f"cannot tell the format from {output!r}: name it *.html, *.json or *.txt, "
+                         "or give --format html|json|text")
     return fmt or implied or "text"
+
+
+def check_output_path(output: str | None) -> None:
+    """Raise ValueError when the report could not be written to `output` (checked before the analysis runs)."""
+    if not output:
+        return
+    folder = os.path.dirname(os.path.abspath(output))
+    if os.path.isdir(output):
+        raise ValueError(f"{output} is a directory; give a file name (e.g. {os.path.join(output, 'report.html')})")
+    if not os.path.isdir(folder):
+        raise ValueError(f"cannot write {output}: the directory {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write {output}: no permission to create files in {folder}")
+
+
+def check_plugin_paths(paths: list[str] | None) -> None:
+    """Raise ValueError naming a --plugin path that is neither a .py file nor a directory."""
+    for path in paths or ():
+        if not os.path.exists(path):
+            raise ValueError(f"--plugin {path}: no such file or directory")
+        if os.path.isfile(path) and not path.endswith(".py"):
+            raise ValueError(f"--plugin {path}: not a .py file")
+
+
+def load_plugins_or_fail(paths: list[str] | None) -> None:
+    """Load --plugin files; a plugin that fails to import is a usage error naming it (ValueError), not a traceback."""
+    if not paths:
+        return
+    from postmortem.rules import load_plugins
+    check_plugin_paths(paths)
+    for path in paths:
+        try:
+            load_plugins([path], entry_points=False)
+        except Exception as exc:  # noqa: BLE001 - whatever a user's rule file raises on import
+            raise ValueError(f"--plugin {path} could not be loaded: {type(exc).__name__}: {exc}") from None
 
 
 def check_rule_ids(wanted: list[str], known: list[str]) -> None:
@@ -104,9 +156,12 @@ def check_rule_ids(wanted: list[str], known: list[str]) -> None:
 
 
 def _rules(args) -> int:
-    from postmortem.rules import all_rules, load_plugins
-    if args.plugin:
-        load_plugins(args.plugin, entry_points=False)
+    from postmortem.rules import all_rules
+    try:
+        load_plugins_or_fail(args.plugin)
+    except ValueError as exc:
+        print(f"postmortem rules: error: {exc}", file=sys.stderr)
+        return 2
     for r in all_rules():
         print(f"{r.id:34} {r.category:22} {r.severity:8} {r.title}")
     return 0
@@ -133,15 +188,15 @@ def _collect(args) -> int:
 def _analyze(args) -> int:
     from postmortem.api import analyze
     from postmortem.engines import EngineError
-    from postmortem.rules import all_rules, load_plugins
+    from postmortem.rules import all_rules
     for what in (args.path, args.baseline):
         if what is not None and not os.path.exists(what):
             print(f"postmortem: error: no such file or directory: {what}", file=sys.stderr)
             return 2
-    try:
+    try:  # everything that can be wrong with the command is said before the analysis runs
+        check_output_path(args.output)
         fmt = output_format(args.format, args.output)
-        if args.plugin:
-            load_plugins(args.plugin, entry_points=False)
+        load_plugins_or_fail(args.plugin)
         if args.rules:
             check_rule_ids(args.rules, [r.id for r in all_rules()])
     except ValueError as exc:
@@ -154,7 +209,7 @@ def _analyze(args) -> int:
     except (FileNotFoundError, EngineError) as exc:
         print(f"postmortem: error: {exc}", file=sys.stderr)
         return 2
-    if analysis.verdict is None and fmt == "text":
+    if analysis.verdict is None:  # the same for every format: nothing was read, so no report is written
         print(f"postmortem: error: no readable files under {args.path}", file=sys.stderr)
         return 2
     if fmt == "json":
@@ -162,15 +217,20 @@ def _analyze(args) -> int:
     elif fmt == "html":
         text = analysis.to_html(lang=args.lang)
     else:
-        text = analysis.to_text()
-    if args.output:
+        text = analysis.to_text(lang=args.lang)
+    if not args.output:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return 0
+    try:
         with open(args.output, "w", encoding="utf-8") as fh:
             fh.write(text)
-        if fmt != "json" and not args.quiet:
-            print(analysis.to_text(), end="")
-            print(f"report written to {args.output}")
-    else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    except OSError as exc:
+        print(f"postmortem analyze: error: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        if fmt != "text":
+            print(analysis.to_text(lang=args.lang), end="")
+        print(f"report written to {args.output}")
     return 0
 
 

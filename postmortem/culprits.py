@@ -142,8 +142,9 @@ def _asymmetry(recs: list[dict]) -> Culprits | None:
                             "normally: it called a collective the others never did", 0.8,
                             affected=ranks_of(exited + quiet),
                             evidence=[_ev(inc[0], str(inc[0]["end_detail"])), _ev(exited[0], str(exited[0]["end_detail"]))])
-        return Culprits([], "none", "as many ranks exited as waited: the asymmetry does not say who diverged", 0.0,
-                        affected=ranks_of(inc + exited))
+        return _tie_by_steps(inc, exited) or Culprits(
+            [], "none", "as many ranks exited as waited: the asymmetry does not say who diverged", 0.0,
+            affected=ranks_of(inc + exited))
     lost_all = bool(inc) and all(r["end"] == "lost_peer" for r in inc)
     # Peers that saw the connection close say the silent rank was gone, however many they are; peers that timed
     # out only say someone was elsewhere: then the silent ranks must be a strict minority.
@@ -159,6 +160,29 @@ def _asymmetry(recs: list[dict]) -> Culprits | None:
                         f"{_say(ranks_of(quiet))} never reported waiting in the collective {_say(ranks_of(inc))} "
                         "waited in; its peers timed out waiting: it was alive, working elsewhere",
                         0.7 if len(quiet) < len(inc) else 0.5, affected=ranks_of(inc), evidence=ev)
+    return None
+
+
+def _tie_by_steps(inc: list[dict], exited: list[dict]) -> Culprits | None:
+    """As many ranks exited normally as stayed in a collective: their training steps tell which side diverged. The
+    ones that exited had done every step the others had: the ranks still in a collective called one more (a
+    rank-0-only save or evaluation that synchronises); the ones that exited had done fewer: they left early."""
+    def steps(rs):
+        return [r.get("last_step") for r in rs if not _null(r.get("last_step"))]
+    a, b = steps(inc), steps(exited)
+    if len(a) < len(inc) or len(b) < len(exited) or not a or not b:
+        return None
+    ranks_of = lambda rs: sorted(int(r["rank"]) for r in rs)  # noqa: E731
+    if min(b) >= max(a):
+        return Culprits(ranks_of(inc), "extra-collective",
+                        f"{_say(ranks_of(inc))} stayed in a collective after {_say(ranks_of(exited))} had done the "
+                        "same training steps and exited normally: it called a collective the others never did", 0.6,
+                        affected=ranks_of(exited), evidence=[_ev(inc[0], str(inc[0]["end_detail"]))])
+    if max(b) < min(a):
+        return Culprits(ranks_of(exited), "left-while-waited",
+                        f"{_say(ranks_of(exited))} exited after fewer training steps ({max(b)}) than "
+                        f"{_say(ranks_of(inc))} ({min(a)}), which were still in a collective", 0.6,
+                        affected=ranks_of(inc), evidence=[_ev(exited[0], str(exited[0]["end_detail"]))])
     return None
 
 

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from postmortem import archive, textio
 
 KINDS = ("rank_log", "json", "collect_manifest", "nccl_log", "pyspy", "pyspy_json", "nvidia_smi", "dmesg", "torchrun_error",
-         "flight_recorder", "host_memory", "stack_dump", "binary", "unknown")
+         "flight_recorder", "host_memory", "stack_dump", "launch_config", "binary", "unknown")
 
 MAX_FILES = 1_000_000  # a guard against pathological trees; beyond it files are listed as skipped
 
@@ -453,10 +453,44 @@ def _problem(full: str, root: str, why: str, kind: str = "unknown") -> Source:
 
 HEAD_BYTES = 16384
 
+# Files that sit beside a job's logs but are not evidence of the run: its documentation, its code, its configuration
+# and build files. Their text quotes errors and settings (a README that shows the traceback it explains, a config with
+# the batch size) that never happened in this run, so they are listed and not read. Judged by the file's name only,
+# i.e. by input kind; a log named `*.log`/`*.txt`/`*.out` is always read.
+_NOT_EVIDENCE_NAME = re.compile(
+    r"(?i)^(?:readme|license|licence|copying|changelog|changes|notice|authors|contributing|code_of_conduct|"
+    r"dockerfile|makefile|containerfile|requirements[\w.-]*\.txt|pyproject\.toml|setup\.(?:py|cfg)|"
+    r"environment\.ya?ml)(?:\.(?:md|markdown|rst|txt|adoc)(?:\.gz)?)?$|"
+    r"\.(?:md|markdown|rst|adoc|ipynb|py|pyi|pyx|ps1|bat|c|cc|cpp|cxx|h|hpp|cu|cuh|js|ts|java|go|"
+    r"rs|rb|lua|r|jl|lock|gitignore|gitattributes|editorconfig)(?:\.gz)?$")
+NOT_EVIDENCE_PROBLEM = "documentation or code beside the logs, not output of the run; not read"
+# The run's launch script and configuration: they state its settings (batch sizes, periods, the world size), which
+# the rules compare with what happened; read for those settings only, never for failures (a script can echo errors).
+_LAUNCH_CONFIG_NAME = re.compile(r"(?i)\.(?:sh|bash|zsh|fish|slurm|sbatch|yaml|yml|toml|cfg|ini|conf|env)(?:\.gz)?$")
+
+
+def not_evidence(relpath: str) -> bool:
+    """Whether a file's name says it is documentation, code or configuration rather than something the run wrote."""
+    return bool(_NOT_EVIDENCE_NAME.search(relpath.rsplit("/", 1)[-1]))
+
 
 def _describe(full: str, rel: str, seen_files: dict) -> Source:
     """Open the file once (non-blocking, regular files only), read its head, and sniff its kind."""
     src = Source(path=full, source=display_path(rel), **path_hints(rel))
+    if not_evidence(rel):
+        src.problem = NOT_EVIDENCE_PROBLEM
+        try:
+            src.bytes = os.path.getsize(full)
+        except OSError:
+            pass
+        return src
+    if _LAUNCH_CONFIG_NAME.search(rel.rsplit("/", 1)[-1]) and os.path.isfile(full):
+        src.kind = "launch_config"
+        try:
+            src.bytes = os.path.getsize(full)
+        except OSError:
+            pass
+        return src
     if rel.lower().endswith(archive.ARCHIVE_SUFFIXES) and os.path.isfile(full):
         # Archives are opened only as the analysed path itself: one job per analysis, bounded work.
         src.kind, src.bytes = "binary", os.path.getsize(full)

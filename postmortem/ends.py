@@ -200,11 +200,13 @@ def fill_ends(tables, rows: dict, row) -> None:
             ends.add(r, "busy", f"{cls.replace('_', ' ')}: {rr.get('stack_where') or ''}".rstrip(": "),
                      *_split_at(rr.get("stack_at")), None)
     _inferred_exits(tables, rows, ends)
+    ll = tables.frames.get("last_lines")
+    printed = set(int(r) for r in ll["rank"].dropna().unique()) if ll is not None and len(ll) else set()
     for r, rr in rows.items():
         b = ends.best(r)
         if b is None:
-            if rr.get("files") or rr.get("last_activity") or rr.get("last_step") is not None:
-                rr.update(end="running", end_cause=None)
+            if rr.get("files") or rr.get("last_activity") or rr.get("last_step") is not None or r in printed:
+                rr.update(end="running", end_cause=None)  # it printed something, and nothing says how it ended
             continue
         _, _, end, detail, at, ts, category = b
         cause = "root" if end in ROOT_ENDS else "normal" if end == "exited" else \

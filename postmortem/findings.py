@@ -76,7 +76,8 @@ class Finding:
 
 @dataclass
 class Verdict:
-    """The answer: the root finding's category and where, in one sentence."""
+    """The answer: the root finding's category and where, in one sentence; why, what to change and the lines it rests
+    on (filled from the root mechanism's finding by postmortem.advice once the verdict is decided)."""
     category: str
     phase: str | None
     rule: str | None
@@ -84,9 +85,22 @@ class Verdict:
     culprit_ranks: list[int]
     step: int | None
     summary: str
+    why: str = ""                 # the mechanism, in a paragraph ("" when no rule fired)
+    fix: str = ""                 # what to change, from the root mechanism ("" when no rule fired)
+    evidence: list[Evidence] = field(default_factory=list)   # the cited lines of the root finding
+    mechanism: str = ""           # postmortem.advice mechanism id (e.g. "uneven_batches")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """JSON-contract dict: the documented keys, plus `why` and `fix` (added in schema 1, additive)."""
+        d = asdict(self)
+        d.pop("evidence")
+        d.pop("mechanism")
+        return d
+
+    def __repr__(self) -> str:
+        where = f", culprit_ranks={self.culprit_ranks}" if self.culprit_ranks else ""
+        return (f"Verdict({self.category!r}, confidence={self.confidence:.2f}{where}, step={self.step}, "
+                f"summary={self.summary!r}, why=..., fix=..., evidence=[{len(self.evidence)} lines])")
 
 
 FINDING_COLUMNS = {

@@ -132,8 +132,7 @@ BASELINE_MAX_LINES = 5_000_000  # a baseline run read beyond this is a sample of
 def baseline_keys(path: str) -> set[int]:
     """Every template key of a run of the same job that worked (`--baseline`): each line of its text files, its
     launcher prefixes stripped as for the analysed run. Read once, line by line (a baseline is read in full)."""
-    from parsers.prefixes import strip_prefixes
-    from parsers.textlog import _line_key
+    from parsers.textlog import template_keys
     from postmortem import textio
     from postmortem.discover import discover
     keys: set[int] = set()
@@ -142,14 +141,11 @@ def baseline_keys(path: str) -> set[int]:
         if src.problem or src.kind not in ("rank_log", "unknown", "nccl_log"):
             continue
         try:
-            for _, raw in textio.iter_lines(src.path):
-                seg = raw.rsplit("\r", 1)[-1] if "\r" in raw else raw
-                message, _ = strip_prefixes(seg)
-                if message.strip():
-                    keys.add(_line_key(message.rstrip()))
-                budget -= 1
-                if budget <= 0:
-                    return keys
+            got, n = template_keys(src.path, budget)
         except (OSError, textio.InputProblem, EOFError, ValueError):
             continue
+        keys |= got
+        budget -= n
+        if budget <= 0:
+            break
     return keys

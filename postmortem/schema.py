@@ -1,6 +1,7 @@
 """Table schemas (one place, versioned) and the validation applied where each DataFrame is built."""
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from postmortem.columns import Columns, to_columns  # noqa: F401 - re-exported
@@ -71,12 +72,16 @@ def check_columns(table: str, names) -> None:
         raise ValueError(f"table {table}: unknown columns {sorted(extra)}")
 
 
-def frame_from_columns(table: str, data: dict[str, list], n: int) -> pd.DataFrame:
-    """Build a validated DataFrame for `table` from column lists of length n (absent columns are null)."""
+def frame_from_columns(table: str, data: dict[str, list], n: int, ts_ref=None) -> pd.DataFrame:
+    """Build a validated DataFrame for `table` from column lists of length n (absent columns are null).
+
+    `ts_ref` (a UTC Timestamp) gives stamps without a year (glog's `W1121 14:03:58`, syslog's `Nov 20 16:03:25`) the
+    year that puts them nearest to it; without it they stay NaT, and `df.attrs["ts_without_year"]` counts them."""
     import pandas as pd
     cols = columns(table)
     check_columns(table, data)
     out = {}
+    undated = 0
     for col in cols:
         raw = data.get(col)
         if isinstance(raw, pd.Series) and col in DTYPES:  # typed already (postmortem.tables_builder.Numbers)
@@ -84,21 +89,63 @@ def frame_from_columns(table: str, data: dict[str, list], n: int) -> pd.DataFram
             continue
         values = pd.Series(raw if raw is not None else [None] * n, dtype=object)
         if col == "ts":
-            out[col] = _times(values)
+            out[col], undated = times(values, ts_ref)
         elif col in BOOL_COLUMNS:
             out[col] = values.fillna(False).astype(bool)
         elif col in DTYPES:
             out[col] = _coerce(values, DTYPES[col])
         else:
             out[col] = values
-    return pd.DataFrame(out, columns=cols)
+    df = pd.DataFrame(out, columns=cols)
+    if undated:
+        df.attrs["ts_without_year"] = undated
+    return df
 
 
 TS_DTYPE = "datetime64[ns, UTC]"
+_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
+                                       "Dec"), 1)}
+_SYSLOG_TS = re.compile(r"^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d{1,2}) (\d\d:\d\d:\d\d(?:[.,]\d+)?)$")
+_SLASH_DATE = re.compile(r"^(\d\d)/(\d\d)/(\d{4})(?:[ T_](.*))?$")
+_NO_YEAR = re.compile(r"^--(\d\d)-(\d\d)T(.+)$")
+_HAS_YEAR = re.compile(r"(?<!\d)(?:1[6-9]|2\d)\d\d(?!\d)")
 
 
-def _times(values: pd.Series) -> pd.Series:
-    """UTC datetimes in one unit for every table (pandas would pick s or us per table from the values)."""
+def _normal_stamp(text: str) -> str | None:
+    """A stamp the ISO parser failed on, in a form that says what it knows: `YYYY-MM-DD ...` for `MM/DD/YYYY ...`
+    (transformers' logging format; day first only when the first number cannot be a month), `--MM-DDT...` for a
+    date without a year (syslog), the text itself when it names a year, else None: a time with no date is unknown,
+    never today's date."""
+    m = _SLASH_DATE.match(text)
+    if m:
+        a, b, year, rest = m.groups()
+        month, day = (a, b) if int(a) <= 12 else (b, a)
+        return f"{year}-{month}-{day}" + (f" {rest}" if rest else "")
+    if _NO_YEAR.match(text):
+        return text
+    m = _SYSLOG_TS.match(text)
+    if m:
+        return f"--{_MONTHS[m.group(1)]:02d}-{int(m.group(2)):02d}T{m.group(3)}"
+    return text if _HAS_YEAR.search(text) else None
+
+
+def year_for(month: int, day: int, ref: pd.Timestamp) -> int:
+    """The year that puts month/day nearest to `ref` (a stamp without a year read beside dated ones)."""
+    import pandas as pd
+    best, gap = ref.year, None
+    for year in (ref.year - 1, ref.year, ref.year + 1):
+        try:
+            d = abs((pd.Timestamp(year=year, month=month, day=day, tz="UTC") - ref).total_seconds())
+        except ValueError:  # 29 February of a year that has none
+            continue
+        if gap is None or d < gap:
+            best, gap = year, d
+    return best
+
+
+def times(values: pd.Series, ref: pd.Timestamp | None = None) -> tuple[pd.Series, int]:
+    """UTC datetimes in one unit for every table (pandas would pick s or us per table from the values), and how many
+    stamps had no year and were left NaT for want of `ref`."""
     import pandas as pd
     # Each line's own format: inferring one format from the first value would turn every other shape (an ISO `T…Z`
     # stamp after a `2024-05-01 10:00:00` one) into NaT. ISO first (fast), then the rest one by one.
@@ -106,17 +153,73 @@ def _times(values: pd.Series) -> pd.Series:
     values = values.map(lambda v: v if v is None or isinstance(v, (str, pd.Timestamp)) else None)
     ts = pd.to_datetime(values, utc=True, errors="coerce", format="ISO8601")
     rest = ts.isna() & values.notna()
+    undated = 0
     if rest.any():
         import warnings
+        fixed = []
+        years: dict[tuple[int, int], int] = {}   # a log repeats a few days: one year lookup per month/day
+        for v in values[rest]:
+            v = _normal_stamp(v) if isinstance(v, str) else v
+            if isinstance(v, str):
+                m = _NO_YEAR.match(v)
+                if m:
+                    if ref is None:
+                        undated += 1
+                        v = None
+                    else:
+                        month, day = int(m.group(1)), int(m.group(2))
+                        if 1 <= month <= 12 and 1 <= day <= 31:
+                            year = years.get((month, day))
+                            if year is None:
+                                year = years[(month, day)] = year_for(month, day, ref)
+                            v = f"{year:04d}-{month:02d}-{day:02d}T{m.group(3)}"
+                        else:
+                            v = None
+            fixed.append(v)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            other = pd.to_datetime(values[rest], utc=True, errors="coerce", format="mixed")
+            other = pd.to_datetime(pd.Series(fixed, index=values[rest].index, dtype=object), utc=True,
+                                   errors="coerce", format="mixed")
         ts = ts.astype("datetime64[us, UTC]")  # one unit for both parts (ISO may have picked s, mixed us)
         ts[rest] = other.astype("datetime64[us, UTC]")
     try:
-        return ts.astype(TS_DTYPE)
+        return ts.astype(TS_DTYPE), undated
     except (OverflowError, ValueError):  # a year past 2262 does not fit in ns: such a time is as good as unknown
-        return pd.to_datetime(ts.where(ts.dt.year.between(1678, 2261)), utc=True).astype(TS_DTYPE)
+        return pd.to_datetime(ts.where(ts.dt.year.between(1678, 2261)), utc=True).astype(TS_DTYPE), undated
+
+
+def _times(values: pd.Series) -> pd.Series:
+    """times() without a year reference (stamps without a year stay NaT)."""
+    return times(values)[0]
+
+
+def conform(df: pd.DataFrame, dtypes: dict[str, str]) -> pd.DataFrame:
+    """`df` with every listed column in its documented dtype (in place; returned for chaining). pandas 3 infers
+    `str` for a column of strings and `datetime64[s, UTC]` from second-resolution stamps; the notebook API promises
+    `object` and `datetime64[ns, UTC]` (docs/tables.md), whatever pandas version built the frame."""
+    import pandas as pd
+    for col, dtype in dtypes.items():
+        if col not in df.columns or str(df[col].dtype) == dtype:
+            continue
+        if dtype == "object":
+            df[col] = pd.Series(df[col].to_numpy(dtype=object, na_value=None), index=df.index, dtype=object)
+        elif dtype.startswith("datetime64"):
+            df[col] = pd.to_datetime(df[col], utc=True, errors="coerce").astype(dtype)
+        elif dtype == "Int64":
+            df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
+        elif dtype == "bool":
+            df[col] = df[col].fillna(False).astype(bool)
+        else:
+            df[col] = df[col].astype(dtype)
+    return df
+
+
+def documented_dtypes(table: str) -> dict[str, str]:
+    """Column -> the dtype docs/tables.md gives it (the `ranks` table's from postmortem.rank_state)."""
+    if table == "ranks":
+        from postmortem.rank_state import COLUMN_DOCS
+        return {c: d for c, (d, _) in COLUMN_DOCS.items()}
+    return {c: dtype_of(c) for c in columns(table)}
 
 
 def _coerce(series: pd.Series, dtype: str) -> pd.Series:
@@ -263,7 +366,9 @@ def reference_markdown() -> str:
     out.append("")
     out += ["## `Analysis` attributes", "",
             "| attribute | what |", "|---|---|",
-            "| `a.verdict` | the answer (`Verdict`: category, phase, rule, confidence, culprit_ranks, step, summary) |",
+            "| `a.verdict` | the answer (`Verdict`): category, phase, rule, confidence, culprit_ranks, step, summary (one "
+            "sentence), why (the mechanism, a paragraph), fix (what to change, from the root mechanism), evidence "
+            "(the cited lines: `Evidence` with source, line, rank, text), mechanism (an id such as `uneven_batches`) |",
             "| `a.findings` | DataFrame, one row per finding, the verdict's first: rule, category, phase, confidence "
             "(float64), severity, title, culprit_ranks / affected_ranks (lists of int), first_culprit (Int64), step "
             "(Int64), time (datetime64[ns, UTC]: when its first cited line was written), cascade_of, summary (one "
@@ -272,8 +377,16 @@ def reference_markdown() -> str:
             "| `a.evidence_gaps` | list of dicts: missing, why, how |",
             "| `a.sources` | list of discovered `Source` objects |",
             "| `a.world_size` | world size (from the logs, or inferred) |",
-            "| `a.to_json()`, `a.to_html()`, `a.to_text()`, `a.figures()` | the report in each format; figures as "
-            "matplotlib Figures |", ""]
+            "| `a.to_json()`, `a.to_html(lang=...)`, `a.to_text(lang=...)` | the report in each format (`lang`: en, zh) |",
+            "| `a.figures` | dict of the report's charts as matplotlib Figures (timeline, steps, gpu_memory: those with "
+            "data); `a.figures(lang=\"zh\")` labels them in Chinese |", "",
+            "Steps per rank over time, where the lines carry times (any log run under `postmortem collect` does; "
+            "so does `samples/uneven_batches_barrier`):", "",
+            "```python",
+            "st = a.tables.steps",
+            "st = st[st.phase.eq(\"train\") & st.ts.notna() & st['rank'].notna()]",
+            "st.pivot_table(index=\"ts\", columns=\"rank\", values=\"step\", aggfunc=\"max\").plot(drawstyle=\"steps-post\")",
+            "```", ""]
     return "\n".join(out)
 
 

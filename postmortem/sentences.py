@@ -10,7 +10,7 @@ _BUSY_RE = re.compile(r"busy \((?P<what>.+)\) while", re.S)
 _STUCK_RE = re.compile(r"stuck in (?P<what>.+?) while", re.S)
 
 
-def _straggler_work(f: Finding) -> tuple[str, str | None]:
+def straggler_work(f: Finding) -> tuple[str, str | None]:
     """What a straggler finding says the rank did (logger, stuck, busy or outside) and the work its title names."""
     m = _BUSY_RE.search(f.title) or _STUCK_RE.search(f.title)
     if f.category == "logging_blocking":
@@ -24,6 +24,19 @@ def _straggler_work(f: Finding) -> tuple[str, str | None]:
 
 PHASE_WORDS = {"train": "during training", "eval": "during evaluation", "sample": "while sampling",
                "checkpoint": "while saving or loading a checkpoint", "init": "during start-up"}
+
+
+def clip(text, limit: int) -> str:
+    """`text` cut to at most `limit` characters at a word boundary, with an ellipsis when anything was cut (never
+    mid-word: `Timed ou`)."""
+    text = "" if text is None else str(text)
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    space = max(cut.rfind(" "), cut.rfind("\n"))
+    if space >= limit * 0.6:   # a word boundary not too far back; else a long token (a path) is cut, and says so
+        cut = cut[:space]
+    return cut.rstrip(" ,;:([{") + " …"
 
 
 def sentence_case(text: str) -> str:
@@ -67,7 +80,8 @@ def _phase(f: Finding) -> str:
     return f" {PHASE_WORDS[f.phase]}" if f.phase in PHASE_WORDS else ""
 
 
-def _exception(f: Finding) -> str | None:
+def exception_name(f: Finding) -> str | None:
+    """The exception class a finding names (in its title or cited lines), or None."""
     for text in [f.title] + [e.text for e in f.evidence]:
         m = _EXC_RE.search(text or "")
         if m:
@@ -106,7 +120,7 @@ def finding_sentence(f: Finding) -> str:
         return (f"{who} {hedge}called a different collective than {_others(f)}{step}, so the collectives could "
                 "not match.")
     if cat in ("straggler", "logging_blocking"):
-        how, work = _straggler_work(f)
+        how, work = straggler_work(f)
         what = {"logger": "was blocked inside the logger", "stuck": f"was stuck in {work}",
                 "busy": f"was busy with {work}", "outside": "was busy with work outside the collectives"}[how]
         return f"{who} {hedge}{what}{step} while {_others(f)} waited for it in a collective."
@@ -132,7 +146,7 @@ def finding_sentence(f: Finding) -> str:
         after = f", and {_others(f)} lost it" if f.affected_ranks else ""
         return f"{who} {hedge}exited ({code.group(1) if code else 'non-zero'}) without an exception{step}{after}."
     if cat == "rank_crash":
-        exc = _exception(f)
+        exc = exception_name(f)
         with_exc = f" with {exc}" if exc else " with an exception"
         after = f", and {_others(f)} stopped because of it" if f.affected_ranks else ""
         return f"{who} {hedge}crashed{with_exc}{phase}{step}{after}."
@@ -146,7 +160,8 @@ def finding_sentence(f: Finding) -> str:
     return f"Something failed{' on ' + whose if f.culprit_ranks else ''}{step}, but the evidence does not say what."
 
 
-def _zh_ranks(ranks, none: str = "某个 rank") -> str:
+def zh_ranks(ranks, none: str = "某个 rank") -> str:
+    """`rank 0`, `rank 1、2、3`, `rank 0-7` (Chinese list separators); `none` for an empty list."""
     text = ranks_phrase(ranks, none="")
     if not text:
         return none
@@ -159,8 +174,8 @@ ZH_PHASE = {"train": "训练时", "eval": "评估时", "sample": "采样/生成�
 
 def finding_sentence_zh(f: Finding) -> str:
     """finding_sentence in Chinese (the HTML report with --lang zh)."""
-    who = _zh_ranks(f.culprit_ranks)
-    others = _zh_ranks(f.affected_ranks, none="其他 rank")
+    who = zh_ranks(f.culprit_ranks)
+    others = zh_ranks(f.affected_ranks, none="其他 rank")
     hedge = "很可能" if f.confidence < 0.5 else ""
     step = f"在第 {as_int(f.step)} 步" if as_int(f.step) is not None else ""
     phase = ZH_PHASE.get(f.phase or "", "")
@@ -185,7 +200,7 @@ def finding_sentence_zh(f: Finding) -> str:
             return f"{who}{hedge}在训练结束后又调用了集合通信，已经结束的 rank 不会再参与。"
         return f"{who}{hedge}{step}调用的集合通信与{others}不同，双方无法匹配。"
     if cat in ("straggler", "logging_blocking"):
-        how, work = _straggler_work(f)
+        how, work = straggler_work(f)
         what = {"logger": "阻塞在日志记录器中", "stuck": f"卡在 {work}", "busy": f"忙于 {work}",
                 "outside": "忙于集合通信之外的工作"}[how]
         return f"{who}{hedge}{step}{what}，而{others}在集合通信中等待它。"
@@ -207,11 +222,11 @@ def finding_sentence_zh(f: Finding) -> str:
         return f"{who}{hedge}{step}未抛出异常就退出了（{code.group(1) if code else '非零退出'}）" + (
             f"，{others}随之失去连接" if f.affected_ranks else "") + "。"
     if cat == "rank_crash":
-        exc = _exception(f)
+        exc = exception_name(f)
         after = f"，{others}随之停止" if f.affected_ranks else ""
         return f"{who}{hedge}{step}{phase}因 {exc or '异常'} 崩溃{after}。"
     if cat == "collective_timeout":
-        where = f"{_zh_ranks(f.affected_ranks)}上的" if f.affected_ranks else ""
+        where = f"{zh_ranks(f.affected_ranks)}上的" if f.affected_ranks else ""
         return f"{where}集合通信{step}超时；日志中看不出原因。"
     if cat == "no_failure":
         return "输入中没有故障信号（没有异常、超时、被杀或错误行）。"

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from itertools import repeat
 
 import pandas as pd
 
@@ -69,22 +68,27 @@ def assemble(sources: list[Source], acc: dict[str, dict[str, list]], counts: dic
     """The validated tables from their column lists (rows in the order of the sources; `acc` is used up)."""
     from postmortem.tables_builder import Numbers
     _resolve_hostpid_ranks(acc, meta["hostpid_rank"])
+    raw_ts: dict[str, list] = {}
 
-    def columns_of(name: str) -> dict:
-        data = acc.pop(name)
+    def frame_of(name: str) -> pd.DataFrame:
+        data = acc.pop(name)  # one table at a time: its column lists go as soon as its frame holds the values
         for col, values in data.items():
             if type(values) is Numbers:
                 typed = values.series()
                 data[col] = typed if typed is not None else values.as_list()
-        return data
-    # one table at a time: its column lists go as soon as its frame holds the values
-    frames = {name: schema.frame_from_columns(name, columns_of(name), counts[name]) for name in schema.TABLE_NAMES}
+        df = schema.frame_from_columns(name, data, counts[name])
+        if df.attrs.get("ts_without_year"):
+            raw_ts[name] = data["ts"]  # read again once the job's dated stamps say the year
+        return df
+    frames = {name: frame_of(name) for name in schema.TABLE_NAMES}
+    _date_stamps_without_year(frames, raw_ts)
     frames["stacks"] = stacks_mod.join_ranks(frames["stacks"], meta["hostpid_rank"])  # dumped pids -> NCCL ranks
     frames["stacks"] = traceback_stacks(frames["stacks"], frames["tracebacks"])
     for name, df in frames.items():
         schema.validate(name, df)
     meta.update(_world(frames))
     bundle.annotate(sources, frames, meta)  # sources.job, jobs/versions/clock notes, missing ranks
+    schema.conform(frames["sources"], {"job": "object"})
     return Tables(frames, meta)
 
 
@@ -135,6 +139,24 @@ def traceback_stacks(stacks: pd.DataFrame, tracebacks: pd.DataFrame) -> pd.DataF
     return pd.concat([stacks, extra], ignore_index=True) if len(stacks) else extra
 
 
+def _date_stamps_without_year(frames: dict[str, pd.DataFrame], raw_ts: dict[str, list]) -> None:
+    """glog and syslog stamps name no year (`W1121 14:03:58`): give them the year of the job's dated stamps (the
+    collector's arrival times, torchrun's error files, ISO log lines, flight-recorder records) when any exist."""
+    undated = {name: df.attrs.pop("ts_without_year", 0) for name, df in frames.items()}
+    if not any(undated.values()):
+        return
+    dated = [df["ts"].dropna() for df in frames.values() if "ts" in df and df["ts"].notna().any()]
+    if not dated:
+        return  # nothing says which year: the stamps stay unknown rather than guessed
+    ref = pd.concat(dated).median()
+    for name, n in undated.items():
+        if n:   # only the rows still without a time are read again
+            ts = frames[name]["ts"]
+            raw = pd.Series(raw_ts[name], dtype=object, index=ts.index)
+            redo = ts.isna() & raw.notna()
+            frames[name].loc[redo, "ts"] = schema.times(raw[redo], ref)[0]
+
+
 def _resolve_hostpid_ranks(cols: dict[str, dict[str, list]], hostpid_rank: dict) -> None:
     """NCCL lines carry host:pid, not rank; an `Init COMPLETE ... rank N nranks M` line of the same pid maps them."""
     if not hostpid_rank:
@@ -155,7 +177,7 @@ def _resolve_hostpid_ranks(cols: dict[str, dict[str, list]], hostpid_rank: dict)
 def _world(frames: dict[str, pd.DataFrame]) -> dict:
     """World size from explicit statements (config echoes, NCCL nranks), else highest rank seen + 1 (inferred)."""
     ranks: set[int] = set()
-    for name in ("events", "tracebacks", "steps", "collectives", "stacks", "nccl"):
+    for name in ("events", "tracebacks", "steps", "collectives", "stacks", "nccl", "last_lines"):
         ranks.update(int(r) for r in frames[name]["rank"].dropna().unique())
     # A rank's own log file (torchrun's attempt_0/<rank>/stderr.log, rank3.log) shows the rank ran, even when
     # nothing in it became a row (a healthy rank prints little).

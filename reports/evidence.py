@@ -51,7 +51,10 @@ def read_context(wanted: dict[str, set[int]], radius: int = 2, cut: int = MAX_SH
 
 
 def _cut(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
-    text = text.replace("\r", " ")
+    if "\r" in text:
+        # a progress bar redrawn with carriage returns: what the terminal showed last is its last redraw
+        parts = [p for p in text.split("\r") if p.strip()]
+        text = ("… " if len(parts) > 1 else "") + (parts[-1] if parts else "")
     return text if len(text) <= limit else text[:limit] + " …"
 
 
@@ -109,6 +112,8 @@ def first_time(analysis, finding) -> "object | None":
         if df is None or not len(df) or not df["ts"].notna().any():
             continue
         rows = df[df["ts"].notna()]
+        if name == "events":   # a config echo says what was set, at start-up: not when anything went wrong
+            rows = rows[~rows["kind"].isin(["config"])]
         hit = rows[[(s, ln) in cited for s, ln in zip(rows["source"], rows["line"].astype(object))]]
         if culprits and len(hit) and hit["rank"].isin(list(culprits)).any():
             hit = hit[hit["rank"].isin(list(culprits))]

@@ -52,12 +52,15 @@ def to_data_uri(fig: Figure, dpi: int = 96) -> str:
 BESIDE_MIN_SUMMARIES = 64  # ranks in the model from which the timeline is drawn in a second process
 
 
-def timeline_and_steps(model, lang: str = "en") -> tuple[str | None, str | None]:
+WIDE_IN, NARROW_IN = 10.0, 4.0   # chart widths: a laptop (960 px at 96 dpi) and a phone (384 px, for 390 px screens)
+
+
+def timeline_and_steps(model, lang: str = "en", width: float = WIDE_IN) -> tuple[str | None, str | None]:
     """Data URIs of the timeline and the steps chart (None where there is nothing to draw). For a big job on more
     than one CPU the timeline is drawn in a forked process while this one draws the steps chart: the two took
     ~0.25 s one after the other at 512 ranks. Same bytes either way (the child is a copy of this process)."""
     def draw(figure):
-        fig = figure(model, lang)
+        fig = figure(model, lang, width=width)
         return None if fig is None else to_data_uri(fig)
     if _draw_beside(model):
         drawn: dict = {}
@@ -68,10 +71,15 @@ def timeline_and_steps(model, lang: str = "en") -> tuple[str | None, str | None]
 
 def chart_uris(model, gm, culprits: dict, lang: str = "en") -> dict:
     """Data URIs of the report's charts from their models (reports.ranks, sections.gpu_model): name -> URI or None
-    where there is nothing to draw. What a chart process (reports.chart_process) is asked to draw."""
-    timeline, steps = timeline_and_steps(model, lang)
-    gpu = gpu_figure(gm, lang, culprits) if gm is not None else None
-    return {"timeline": timeline, "steps": steps, "gpu_memory": None if gpu is None else to_data_uri(gpu)}
+    where there is nothing to draw; `<name>_narrow` is the same chart drawn for a phone's width. What a chart process
+    (reports.chart_process) is asked to draw."""
+    out = {}
+    for suffix, width in (("", WIDE_IN), ("_narrow", NARROW_IN)):
+        timeline, steps = timeline_and_steps(model, lang, width)
+        gpu = gpu_figure(gm, lang, culprits, width=width) if gm is not None else None
+        out.update({f"timeline{suffix}": timeline, f"steps{suffix}": steps,
+                    f"gpu_memory{suffix}": None if gpu is None else to_data_uri(gpu)})
+    return out
 
 
 def _draw_beside(model) -> bool:
@@ -126,7 +134,7 @@ def _add_system_cjk_fonts(font_manager) -> bool:
 
 def _new(lang: str, width: float, height: float):
     t, family = _labels(lang)
-    fig = Figure(figsize=(width, height))
+    fig = Figure(figsize=(width, height), layout="constrained")
     ax = fig.add_subplot(1, 1, 1)
     if family:
         for item in (ax.title, ax.xaxis.label, ax.yaxis.label):
@@ -137,17 +145,25 @@ def _new(lang: str, width: float, height: float):
     return fig, ax, t, family
 
 
-def _x_axis(ax, axis, t) -> None:
+def _x_axis(ax, axis, t, narrow: bool = False, order_label: str = "fig_order") -> None:
     if axis.mode == "time" and axis.origin is not None:
         origin = axis.origin
+        lo, hi = ax.get_xlim()
+        # the date once in the label (as the logs wrote it), times on the ticks: tenths of a second when the whole
+        # span is a few seconds (ticks would repeat), no seconds when it is days
+        span = hi - lo
+        fmt_s = "%H:%M:%S.%f" if span < 10 else "%H:%M:%S" if span < 6 * 3600 else "%m-%d %H:%M"
 
         def fmt(x, _pos):
-            return (origin + pd.Timedelta(seconds=float(x))).strftime("%H:%M:%S")
+            text = (origin + pd.Timedelta(seconds=float(x))).strftime(fmt_s)
+            return text[:-5] if fmt_s.endswith("%f") else text   # .123456 -> .1
         ax.xaxis.set_major_formatter(FuncFormatter(fmt))
-        ax.set_xlabel(t["fig_time"])
+        ax.xaxis.set_major_locator(MaxNLocator(3 if narrow else 7))
+        ax.set_xlabel(i18n.fmt(t, "fig_time_on", date=(origin + pd.Timedelta(seconds=float(max(lo, 0)))).strftime(
+            "%Y-%m-%d")))
     else:
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel(t["fig_order"] if axis.mode == "order" else t["fig_line"])
+        ax.xaxis.set_major_locator(MaxNLocator(4 if narrow else 8, integer=True))
+        ax.set_xlabel(t[order_label] if axis.mode == "order" else t["fig_line"])
 
 
 MIN_TEXT_PT = 10.5   # at 96 dpi and 1:1 in the report, about the size of the report's own small text
@@ -173,12 +189,13 @@ def _pad(ax, lo: float, hi: float) -> None:
     ax.set_xlim(lo - pad, hi + pad)
 
 
-def timeline_figure(model, lang: str = "en") -> Figure | None:
+def timeline_figure(model, lang: str = "en", width: float = WIDE_IN) -> Figure | None:
     """Swimlanes: activity span, errors and stop per lane; arrows from the root cause to the ranks that waited."""
     lanes = model.lanes
-    if not lanes:
-        return None
-    fig, ax, t, family = _new(lang, 10, 1.3 + 0.34 * len(lanes))
+    if not lanes or model.axis.mode != "time":
+        return None   # without times, lanes in each rank's own order would compare line counts, not moments
+    narrow = width < WIDE_IN
+    fig, ax, t, family = _new(lang, width, 1.5 + (0.3 if narrow else 0.34) * len(lanes))
     labels = []
     drawn = [ln for ln in lanes if not ln.silent]
     lo = min(ln.first_x for ln in drawn)
@@ -187,27 +204,34 @@ def timeline_figure(model, lang: str = "en") -> Figure | None:
     # at most 14 pt tall, rows at least 0.34 in apart), and every bar draws before every mark (collections sit below
     # lines), so the order between lanes changes no pixel.
     bars, bar_colours, stop_xs, stop_ys, err_xs, err_ys = [], [], [], [], [], []
+    quiet_segs, quiet_colours = [], []
     for y, lane in enumerate(lanes):
         colour = ROLE_COLOURS[lane.role]
         labels.append(_lane_label(lane, t))
         if lane.silent:
-            ax.text(lo, y, t["fig_silent"], va="center", ha="left", fontsize=8, color=colour, style="italic",
+            ax.text(lo, y, t["fig_untimed"] if lane.untimed else t["fig_silent"], va="center", ha="left", fontsize=8, color=colour, style="italic",
                     fontfamily=family or "DejaVu Sans")
             continue
         x0, y0 = lane.first_x, y - 0.18
-        x1, y1 = x0 + max(lane.last_x - lane.first_x, 0), y0 + 0.36     # as broken_barh computes its corners
+        busy = lane.busy_until if lane.busy_until is not None else lane.last_x
+        x1, y1 = x0 + max(busy - lane.first_x, 0), y0 + 0.36     # as broken_barh computes its corners
         bars.append([(x0, y0), (x0, y1), (x1, y1), (x1, y0)])
         bar_colours.append(colour)
+        if lane.last_x > busy:   # after its last activity the rank was quiet (waiting) until it erred or stopped
+            quiet_segs.append([(busy, y), (lane.last_x, y)])
+            quiet_colours.append(colour)
         stop_xs += lane.stop_xs
         stop_ys += [y] * len(lane.stop_xs)
         err_xs += lane.error_xs
         err_ys += [y] * len(lane.error_xs)
     if bars:
         ax.add_collection(PolyCollection(np.array(bars), facecolors=bar_colours, alpha=0.35, edgecolor="none"))
+    if quiet_segs:
+        ax.add_collection(LineCollection(quiet_segs, colors=quiet_colours, linewidths=1.6, linestyles=(0, (2, 2)),
+                                         alpha=0.9))
     ax.plot(stop_xs, stop_ys, linestyle="none", marker="|", markersize=14, markeredgewidth=2, color="#222222")
     if err_xs:
         ax.plot(err_xs, err_ys, linestyle="none", marker="x", markersize=7, markeredgewidth=1.6, color=ERROR_COLOUR)
-    _arrows(ax, lanes)
     ax.set_yticks(range(len(lanes)))
     ax.set_yticklabels(labels, fontsize=8, fontfamily=family or "DejaVu Sans")
     for tick, lane in zip(ax.get_yticklabels(), lanes):
@@ -217,10 +241,10 @@ def timeline_figure(model, lang: str = "en") -> Figure | None:
                 tick.set_fontweight("bold")
     ax.set_ylim(len(lanes) - 0.5, -0.5)
     _pad(ax, lo, hi)
-    _x_axis(ax, model.axis, t)
+    _arrows(ax, lanes)
+    _x_axis(ax, model.axis, t, narrow, order_label="fig_order_events")
     ax.tick_params(axis="y", length=0)
     _readable(fig)
-    fig.tight_layout()
     return fig
 
 
@@ -236,25 +260,34 @@ def _lane_label(lane, t) -> str:
 
 
 def _arrows(ax, lanes) -> None:
+    """Straight arrows from the root cause's first error (or its stop) to where each waiting rank failed, clipped to
+    the plot: an arrow never leaves the axes."""
     roots = [(y, ln) for y, ln in enumerate(lanes) if ln.role == "culprit" and not ln.silent]
     if not roots:
         return
     ry, root = roots[0]
-    rx = root.first_error_x if root.first_error_x is not None else root.last_x
+    lo, hi = ax.get_xlim()
+    rx = min(max(root.first_error_x if root.first_error_x is not None else root.last_x, lo), hi)
     targets = [(y, ln) for y, ln in enumerate(lanes) if ln.role == "affected"][:MAX_ARROWS]
     for y, lane in targets:
-        tx = lane.first_error_x if lane.first_error_x is not None else lane.last_x
-        ax.annotate("", xy=(tx, y), xytext=(rx, ry),
-                    arrowprops={"arrowstyle": "->", "color": ROLE_COLOURS["culprit"], "lw": 1.2, "alpha": 0.8,
-                                "connectionstyle": "arc3,rad=0.15", "shrinkA": 4, "shrinkB": 6})
+        tx = min(max(lane.first_error_x if lane.first_error_x is not None else lane.last_x, lo), hi)
+        ann = ax.annotate("", xy=(tx, y), xytext=(rx, ry), annotation_clip=True,
+                          arrowprops={"arrowstyle": "->", "color": ROLE_COLOURS["culprit"], "lw": 1.2, "alpha": 0.8,
+                                      "shrinkA": 4, "shrinkB": 6})
+        ann.arrow_patch.set_clip_on(True)
+        ann.arrow_patch.set_clip_box(ax.bbox)
 
 
-def steps_figure(model, lang: str = "en") -> Figure | None:
-    """Step reached over time per rank; ranks behind the front drawn in colour, the rest grey when there are many."""
+def steps_figure(model, lang: str = "en", width: float = WIDE_IN) -> Figure | None:
+    """Step reached over time per rank (time from any source), ranks behind the front in colour; without any time,
+    a bar per rank of the last step it reported (a line against "n-th report" would only draw a diagonal)."""
     series = model.step_series
+    narrow = width < WIDE_IN
+    if model.step_axis.mode != "time":
+        return _last_steps_figure(model, lang, width)
     if not series or all(len(xs) < 2 for xs, _ in series.values()):
         return None   # a single point per rank says nothing a table row does not
-    fig, ax, t, family = _new(lang, 10, 3.4)
+    fig, ax, t, family = _new(lang, width, 3.0 if narrow else 3.4)
     front = max(r["last_step"] for r in model.step_last)
     behind = {r["rank"] for r in model.step_last if r["last_step"] < front}
     # Ranks behind the front last, so they are drawn on top of the ranks whose lines they share up to where they stop.
@@ -262,14 +295,53 @@ def steps_figure(model, lang: str = "en") -> Figure | None:
     many = len(keys) > MAX_LABELLED
     labelled = _steps_many(ax, series, keys, behind, t, family) if many else _steps_few(ax, series, keys, behind,
                                                                                          t, family)
-    ax.set_ylabel(t["fig_step"])
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    _x_axis(ax, model.step_axis, t)
+    ax.set_ylabel(t["fig_items"] if model.step_unit == "item" else t["fig_step"])
+    ax.yaxis.set_major_locator(MaxNLocator(4 if narrow else 6, integer=True))
+    _x_axis(ax, model.step_axis, t, narrow)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, ncol=2 if labelled > 8 else 1, loc="upper left", frameon=False,
                   prop={"family": family, "size": 7} if family else {"size": 7})
     _readable(fig)
-    fig.tight_layout()
+    return fig
+
+
+def _last_steps_figure(model, lang: str, width: float) -> Figure | None:
+    """No step line has a time: one bar per rank (ranks that stopped at the same step share a bar when there are
+    many) with the last step it reported, the ranks behind the front in the culprit's colour."""
+    rows = [r for r in model.step_last if r["rank"] is not None]
+    if len(rows) < 2 or len({r["last_step"] for r in rows}) < 2:
+        return None   # one rank, or every rank at the same step: the table's one row says it
+    groups: dict[int, list] = {}
+    for r in rows:
+        groups.setdefault(r["last_step"], []).append(r["rank"])
+    from reports.sections import rank_ranges
+    if len(rows) <= MAX_LABELLED:
+        bars = [(i18n.fmt(_labels(lang)[0], "fig_rank", rank=r["rank"]), r["last_step"])
+                for r in sorted(rows, key=lambda r: r["rank"])]
+    else:
+        bars = [(rank_ranges(m) if len(rank_ranges(m)) <= 18 else rank_ranges(m)[:17] + "…", step)
+                for step, m in sorted(groups.items())]
+    narrow = width < WIDE_IN
+    fig, ax, t, family = _new(lang, width, 1.3 + 0.32 * len(bars))
+    front = max(step for _, step in bars)
+    ys = list(range(len(bars)))
+    colours = [ROLE_COLOURS["culprit"] if step < front else GREY_LINE for _, step in bars]
+    ax.barh(ys, [step for _, step in bars], color=colours, height=0.6)
+    lo = min(step for _, step in bars)
+    for y, (_, step) in zip(ys, bars):
+        ax.annotate(f"{step}", (step, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=9,
+                    color=ROLE_COLOURS["culprit"] if step < front else "#333333")
+    ax.set_yticks(ys)
+    ax.set_yticklabels([name for name, _ in bars], fontfamily=family or "DejaVu Sans")
+    ax.set_ylim(len(bars) - 0.5, -0.5)
+    # zoom to where the ranks differ, so one step of difference shows (the bars start at the axis' left edge)
+    span = max(front - lo, 1)
+    ax.set_xlim(max(0, lo - 3 * span), front + span * (0.6 if narrow else 0.3))
+    ax.xaxis.set_major_locator(MaxNLocator(4 if narrow else 8, integer=True))
+    ax.set_xlabel(t["fig_last_item"] if model.step_unit == "item" else t["fig_last_step"])
+    ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
+    ax.tick_params(axis="y", length=0)
+    _readable(fig)
     return fig
 
 
@@ -345,14 +417,15 @@ def _grey_lines(ax, segments: list) -> None:
                                      joinstyle="round"))
 
 
-def gpu_figure(gm, lang: str = "en", culprits: dict | None = None) -> Figure | None:
+def gpu_figure(gm, lang: str = "en", culprits: dict | None = None, width: float = WIDE_IN) -> Figure | None:
     """Memory used per GPU over time (or snapshot index), capacity dashed, the first OOM as a red line.
 
     Up to MAX_LABELLED GPUs get a line, a colour and a legend entry each; more are drawn as grey lines with only the
     GPUs that matter in colour (see `_gpu_many`). `culprits` maps series keys to culprit ranks (`gpu_culprits`)."""
     if gm is None or not gm.series:
         return None
-    fig, ax, t, family = _new(lang, 10, 3.4)
+    narrow = width < WIDE_IN
+    fig, ax, t, family = _new(lang, width, 3.0 if narrow else 3.4)
     if len(gm.series) > MAX_LABELLED:
         _gpu_many(ax, gm, t, family, culprits or {})
     else:
@@ -370,14 +443,13 @@ def gpu_figure(gm, lang: str = "en", culprits: dict | None = None) -> Figure | N
     ax.set_ylim(bottom=0)
     if gm.mode == "time" and gm.origin is not None:
         from reports.ranks import Axis
-        _x_axis(ax, Axis("time", gm.origin), t)
+        _x_axis(ax, Axis("time", gm.origin), t, narrow)
     else:
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(MaxNLocator(4 if narrow else 8, integer=True))
         ax.set_xlabel(t["fig_snapshot"])
     ax.legend(fontsize=7, loc="lower right", frameon=False,
               prop={"family": family, "size": 7} if family else {"size": 7})
     _readable(fig)
-    fig.tight_layout()
     return fig
 
 

@@ -34,6 +34,7 @@ EN: dict[str, str] = {
     "sec_gaps": "Evidence gaps",
     "sec_sources": "Sources",
     "nav_timeline": "Timeline",
+    "nav_odd": "Odd lines",
     "nav_steps": "Steps",
     "nav_gpu": "GPU memory",
     "nav_stacks": "Stacks",
@@ -42,6 +43,11 @@ EN: dict[str, str] = {
     "nav_gaps": "Gaps",
     # verdict
     "what_went_wrong": "What went wrong",
+    "kicker_ok": "Verdict",
+    "no_failure_text": "No failure signal in the inputs.",
+    "last_step_culprit": "Culprit's last step",
+    "last_step_reached": "Last step reached",
+    "doing_at_end": "Doing at the end",
     "culprit_ranks": "Culprit ranks",
     "affected_ranks": "Ranks that waited or failed because of it",
     "step": "Step",
@@ -92,7 +98,9 @@ EN: dict[str, str] = {
     "phase_unknown": "unknown phase",
     "phase_data": "data preparation",
     # evidence
-    "evidence_intro": "The lines the verdict rests on, with {n} lines of context. File names link to the sources list.",
+    "evidence_intro": ("The lines the verdict rests on, highlighted, with {n} lines of context; a traceback shows its "
+                       "frame in your code and its exception, a stack dump the thread and the threads it waits on (⋯: "
+                       "lines left out). File names link to the sources list."),
     "evidence_empty": "The verdict cites no input line.",
     "evidence_more": "{n} more cited lines are not shown.",
     "evidence_folded": "{n} more cited lines",
@@ -101,28 +109,56 @@ EN: dict[str, str] = {
     "why_too_far": "the line is too far into a large file",
     "why_no_line": "no line number",
     "rank_badge": "rank {rank}",
+    "ranks_badge": "ranks {ranks}",
+    "ev_holds_gil": "the thread holding the GIL",
+    "ev_same_library": "another thread of this process in {lib}: the one it waits on",
+    "ev_same_lines": "the same lines on {n} more",
     "line_col": "line",
     # timeline
-    "timeline_intro": ("One lane per rank (identical ranks grouped): the bar spans first to last activity, red "
-                       "marks are errors, the black tick is where the rank stopped, arrows run from the root cause "
-                       "to the ranks that waited for it."),
+    "timeline_intro": ("One lane per rank (identical ranks grouped): the bar spans the rank's activity (steps, "
+                       "collectives, log lines), the dotted line the silence after it until the rank erred or stopped, "
+                       "red marks are errors, the black tick is its last line, arrows run from the root cause to the "
+                       "ranks that waited for it."),
     "timeline_empty": "No input line names its rank, so there is no per-rank timeline.",
     "end_title": "Where each rank was at the end",
-    "end_intro": ("From the rank end-state table (a.ranks): last training step, what the rank was doing (its stack "
-                  "when one was dumped, else its last activity), collectives enqueued / completed, first error and "
-                  "exit. Ranks that ended alike share a row; the culprit is highlighted."),
+    "end_intro": ("One row per rank (ranks that ended alike share a row in big jobs), from a.ranks: its last training "
+                  "step, what it was doing at the end (its stack when one was dumped, else its last activity), its "
+                  "first error, how it exited and when its last line was written."),
     "end_step": "Last step", "end_doing": "Doing at the end", "end_coll": "Collectives enq. / done",
     "end_error": "First error", "end_exit": "Exit", "end_more": "{n} more groups of ranks not shown.",
-    "timeline_axis_time": "Positions are UTC timestamps from the logs.",
+    "end_ended": "How it ended",
+    "ended_exception": "raised", "ended_fatal_signal": "fatal signal", "ended_killed": "killed",
+    "ended_left": "left (error exit, no message)", "ended_exited": "exited normally",
+    "ended_lost_peer": "lost a peer", "ended_waiting": "waiting in a collective",
+    "ended_terminated": "stopped by the launcher", "ended_busy": "busy elsewhere", "ended_running": "no end recorded",
+    "sec_odd": "Odd lines",
+    "odd_intro": ("Lines compared across ranks without knowing their words: each rank's last lines reduced to templates "
+                  "(numbers, paths and addresses masked). A template only a minority of ranks printed near their end, "
+                  "or one every rank but a minority printed, marks the odd ranks out; the rows marked as pointing at "
+                  "the culprit are not timeouts or closed connections (those report another rank)."),
+    "odd_ranks": "Ranks", "odd_kind": "Pattern", "odd_line": "Line", "odd_at": "Where",
+    "odd_minority": "printed only by these ranks", "odd_missing": "printed by every rank but these",
+    "odd_new": "printed by these ranks only, and never in the baseline run",
+    "odd_suspect": "points at the culprit", "odd_new_mark": "new (not in the baseline run)",
+    "odd_more": "{n} more odd templates not shown (a.tables.odd_lines).",
+    "timeline_axis_time": "Positions are times from the logs (from any source that has them; UTC).",
+    "timeline_axis_order": ("No source gives a time, so there is no timeline to draw (lanes in each rank's own order "
+                            "would compare line counts, not moments); the table says where each rank ended. Run the job "
+                            "under `postmortem collect` to get times on every line."),
+    "timeline_untimed_out": "{n} lines of ranks carry no time and are not drawn (the tables below still count them).",
+    "steps_axis_time": "The chart plots each rank's steps against time (lines without a time are left out).",
+    "steps_axis_order": "No step line carries a time, so the chart shows the last step each rank reported.",
     "timeline_axis_line": ("The logs carry no timestamps: positions are line numbers within each file, "
                            "comparable only inside one file."),
-    "timeline_axis_unread": ("The lines carry times, but in a form postmortem does not read as a date yet: "
-                             "positions are line numbers within each file, comparable only inside one file."),
+    "timeline_axis_unread": ("Some lines carry times, but none that places the ranks' own lines (they have no time, or "
+                             "their times are in a form postmortem does not read yet), so there is no timeline to draw; "
+                             "the table says where each rank ended. Run the job under `postmortem collect` to get times "
+                             "on every line."),
     "lane_ranks": "Ranks",
     "lane_count": "Count",
     "lane_role": "Role",
     "lane_first": "First activity",
-    "lane_last": "Stopped at",
+    "lane_last": "Last line",
     "lane_errors": "Errors",
     "lane_how": "Last thing it did",
     "role_culprit": "culprit",
@@ -211,8 +247,8 @@ EN: dict[str, str] = {
     "nccl_who": "Rank or process",
     "nccl_channels": "{rings} ring and {trees} tree lines",
     # findings
-    "findings_intro": ("Everything else the rules concluded. A cascade is a consequence of the root cause, not a rival "
-                       "explanation."),
+    "findings_intro": ("Everything else the rules concluded: other views of the same failure, and its consequences "
+                       "(not rival explanations)."),
     "findings_empty": "No other findings.",
     "f_confidence": "Confidence",
     "f_category": "Category",
@@ -220,6 +256,8 @@ EN: dict[str, str] = {
     "f_ranks": "Ranks",
     "f_relation": "Relation",
     "f_cascade_of": "cascade of {rule}",
+    "f_same_failure": "same failure as the verdict, seen another way",
+    "f_consequence": "a consequence of the verdict",
     "f_independent": "independent",
     "f_details": "details",
     # gaps
@@ -243,6 +281,11 @@ EN: dict[str, str] = {
     "src_only_problems": "only files with problems",
     # figures (matplotlib)
     "fig_time": "time (UTC)",
+    "fig_time_on": "time on {date} (as the logs wrote it, read as UTC)",
+    "fig_order_events": "each rank's own order of events (no source gives a time: ranks do not line up)",
+    "fig_items": "items done",
+    "fig_last_step": "last step each rank reported (the logs give no times)",
+    "fig_last_item": "last item each rank reported (the logs give no times)",
     "fig_line": "line in the log file",
     "fig_order": "n-th step report of each rank, in its own log's order",
     "fig_step": "step",
@@ -252,6 +295,7 @@ EN: dict[str, str] = {
     "fig_oom": "OOM",
     "fig_stopped": "stopped",
     "fig_silent": "no line names this rank",
+    "fig_untimed": "its lines carry no time",
     "fig_error": "error",
     "fig_capacity": "capacity",
     "fig_ranks": "ranks",
@@ -292,6 +336,7 @@ ZH: dict[str, str] = {
     "sec_gaps": "缺失的证据",
     "sec_sources": "输入文件",
     "nav_timeline": "时间线",
+    "nav_odd": "异常行",
     "nav_steps": "训练步",
     "nav_gpu": "GPU 显存",
     "nav_stacks": "调用栈",
@@ -299,6 +344,11 @@ ZH: dict[str, str] = {
     "nav_findings": "其他发现",
     "nav_gaps": "缺失证据",
     "what_went_wrong": "出了什么问题",
+    "kicker_ok": "结论",
+    "no_failure_text": "输入中没有故障信号。",
+    "last_step_culprit": "肇事 rank 的最后一步",
+    "last_step_reached": "到达的最后一步",
+    "doing_at_end": "结束时在做",
     "culprit_ranks": "肇事 rank",
     "affected_ranks": "因此等待或失败的 rank",
     "step": "训练步",
@@ -346,7 +396,7 @@ ZH: dict[str, str] = {
     "phase_init": "初始化",
     "phase_unknown": "未知",
     "phase_data": "数据准备",
-    "evidence_intro": "结论所依据的日志行，附前后 {n} 行上下文。文件名链接到输入文件列表。",
+    "evidence_intro": "结论所依据的日志行（高亮），附前后 {n} 行上下文；调用栈只显示你代码中的那一帧和异常，栈转储显示该线程及它在等待的线程（⋯ 表示省略的行）。文件名链接到输入文件列表。",
     "evidence_empty": "该结论没有引用任何输入行。",
     "evidence_more": "另有 {n} 行引用未显示。",
     "evidence_folded": "另外 {n} 行引用",
@@ -355,23 +405,44 @@ ZH: dict[str, str] = {
     "why_too_far": "该行在大文件中位置过深",
     "why_no_line": "没有行号",
     "rank_badge": "rank {rank}",
+    "ranks_badge": "rank {ranks}",
+    "ev_holds_gil": "持有 GIL 的线程",
+    "ev_same_library": "同一进程中位于 {lib} 的另一个线程：它在等待的线程",
+    "ev_same_lines": "另外 {n} 处是相同的行",
     "line_col": "行",
-    "timeline_intro": ("每个 rank 一条泳道（行为相同的 rank 合并）：横条从首次活动延伸到最后活动，"
-                       "红色标记为错误，黑色竖线为该 rank 停止的位置，箭头从根因指向等待它的 rank。"),
+    "timeline_intro": ("每个 rank 一条泳道（行为相同的 rank 合并）：横条为该 rank 的活动（训练步、集合通信、日志行），"
+                       "虚线为其后直到出错或停止的静默期，红色标记为错误，黑色竖线为它的最后一行，箭头从根因指向等待它的 rank。"),
     "timeline_empty": "没有任何输入行标明其 rank，因此无法绘制各 rank 时间线。",
     "end_title": "各 rank 结束时的状态",
-    "end_intro": "来自 rank 终止状态表（a.ranks）：最后的训练步、结束时在做什么（有栈转储时取其栈，否则取最后的活动）、"
-                 "已入队/已完成的集合通信、第一个错误和退出方式。结束方式相同的 rank 合并为一行；肇事 rank 高亮显示。",
+    "end_intro": "每个 rank 一行（大规模任务中结束方式相同的 rank 合并为一行），来自 a.ranks：最后的训练步、结束时在做什么（有栈转储时取其栈，否则取最后的活动）、第一个错误、退出方式，以及最后一行日志的时间或位置。",
     "end_step": "最后一步", "end_doing": "结束时在做", "end_coll": "集合通信 入队/完成",
     "end_error": "第一个错误", "end_exit": "退出", "end_more": "另有 {n} 组 rank 未显示。",
-    "timeline_axis_time": "横轴为日志中的 UTC 时间戳。",
+    "end_ended": "结束方式",
+    "ended_exception": "抛出异常", "ended_fatal_signal": "致命信号", "ended_killed": "被杀死",
+    "ended_left": "带错误码退出且无任何信息", "ended_exited": "正常退出",
+    "ended_lost_peer": "失去了对端连接", "ended_waiting": "在集合通信中等待",
+    "ended_terminated": "被启动器终止", "ended_busy": "在做其他工作", "ended_running": "没有记录到结束",
+    "sec_odd": "异常行",
+    "odd_intro": ("不依赖具体措辞地比较各 rank 的日志：把每个 rank 的最后几行化为模板（数字、路径、地址被替换）。只有少数 rank "
+                  "在结束前打印的模板，或除少数 rank 外都打印了的模板，标出了与众不同的 rank；标为指向肇事 rank 的行不是"
+                  "超时或断连（那些是在报告其他 rank 的问题）。"),
+    "odd_ranks": "Rank", "odd_kind": "模式", "odd_line": "日志行", "odd_at": "位置",
+    "odd_minority": "只有这些 rank 打印", "odd_missing": "除这些 rank 外都打印了",
+    "odd_new": "只有这些 rank 打印，且基线运行中从未出现",
+    "odd_suspect": "指向肇事 rank", "odd_new_mark": "新出现（基线运行中没有）",
+    "odd_more": "另有 {n} 个异常模板未显示（a.tables.odd_lines）。",
+    "timeline_axis_time": "横轴为日志中的时间（取自任何带时间的来源；UTC）。",
+    "timeline_axis_order": "没有任何来源给出时间，因此无法画出时间线（按各 rank 自身顺序排列只能比较行数，而不是时刻）；下表列出各 rank 结束时的状态。用 postmortem collect 运行任务即可让每一行都带上时间。",
+    "timeline_untimed_out": "有 {n} 行 rank 日志没有时间，未画出（下面的表格仍然计入）。",
+    "steps_axis_time": "图中按时间画出各 rank 的训练步（没有时间的行未画出）。",
+    "steps_axis_order": "训练步日志都没有时间，因此图中显示各 rank 报告的最后一步。",
     "timeline_axis_line": "日志没有时间戳：横轴为各文件内的行号，仅在同一文件内可比。",
-    "timeline_axis_unread": "日志行带有时间，但其格式 postmortem 暂时无法解析为日期：横轴为各文件内的行号，仅在同一文件内可比。",
+    "timeline_axis_unread": "有些日志行带有时间，但没有一行能为各 rank 自己的日志定位（它们没有时间，或时间格式 postmortem 暂时无法解析），因此无法画出时间线；下表列出各 rank 结束时的状态。用 postmortem collect 运行任务即可让每一行都带上时间。",
     "lane_ranks": "Rank",
     "lane_count": "数量",
     "lane_role": "角色",
     "lane_first": "首次活动",
-    "lane_last": "停止位置",
+    "lane_last": "最后一行",
     "lane_errors": "错误数",
     "lane_how": "最后的动作",
     "role_culprit": "肇事者",
@@ -452,7 +523,7 @@ ZH: dict[str, str] = {
     "nccl_warnings": "警告",
     "nccl_who": "Rank 或进程",
     "nccl_channels": "{rings} 行环形、{trees} 行树形拓扑",
-    "findings_intro": "规则得出的其他结论。连锁反应是根因的后果，而不是另一种解释。",
+    "findings_intro": "规则得出的其他结论：同一故障的其他证据，以及它的连锁反应（而不是另一种解释）。",
     "findings_empty": "没有其他发现。",
     "f_confidence": "置信度",
     "f_category": "类别",
@@ -460,6 +531,8 @@ ZH: dict[str, str] = {
     "f_ranks": "Rank",
     "f_relation": "关系",
     "f_cascade_of": "{rule} 的连锁反应",
+    "f_same_failure": "与结论是同一故障，从另一角度看到",
+    "f_consequence": "结论的连锁反应",
     "f_independent": "独立",
     "f_details": "详情",
     "gaps_intro": "缺少哪些能够确定原因的信息，以及下次如何收集。",
@@ -480,6 +553,11 @@ ZH: dict[str, str] = {
     "src_filter": "筛选文件",
     "src_only_problems": "只显示有问题的文件",
     "fig_time": "时间 (UTC)",
+    "fig_time_on": "{date} 的时间（按日志所写，视为 UTC）",
+    "fig_order_events": "各 rank 自身的事件顺序（没有任何来源给出时间：各 rank 之间不对齐）",
+    "fig_items": "已处理条数",
+    "fig_last_step": "各 rank 报告的最后一步（日志没有时间）",
+    "fig_last_item": "各 rank 报告的最后条数（日志没有时间）",
     "fig_line": "日志文件中的行号",
     "fig_order": "各 rank 在自身日志中的第 n 次训练步报告",
     "fig_step": "训练步",
@@ -489,6 +567,7 @@ ZH: dict[str, str] = {
     "fig_oom": "OOM",
     "fig_stopped": "停止",
     "fig_silent": "没有任何日志行标明此 rank",
+    "fig_untimed": "它的日志行没有时间",
     "fig_error": "错误",
     "fig_capacity": "容量",
     "fig_ranks": "rank",
@@ -505,63 +584,74 @@ ZH: dict[str, str] = {
 
 CATALOGUES: dict[str, dict[str, str]] = {"en": EN, "zh": ZH}
 
-# Advice per rule id, for languages other than English (the rule's own English text is shown beside it).
-ADVICE: dict[str, dict[str, str]] = {"zh": {
-    "bare-collective-timeout": "集合通信超时而日志未显示原因：下次运行时开启 NCCL_DEBUG=INFO 与 flight recorder，并在卡住时用 "
-                               "py-spy dump 抓取每个 rank 的调用栈，找出没有到达该集合通信的 rank。",
-    "checkpoint-corrupt": "原子地写检查点（rank 0 先写到 path.tmp，再 os.replace）；其他 rank 加载前先 dist.barrier()；"
-                          "新检查点写完前保留上一个；监控磁盘空间；删除残缺文件后从上一个完好的检查点恢复。",
-    "collective-after-training-end": "让所有 rank 在同一处结束：训练结束后不要再只在部分 rank 上调用集合通信（评估、保存、"
-                                     "日志汇总），或在结束前用 dist.barrier() 对齐，再 destroy_process_group()。",
-    "first-collective-never-completed": "检查各节点之间的网络连通性、MASTER_ADDR/MASTER_PORT、防火墙与 NCCL_SOCKET_IFNAME；"
-                                        "开启 NCCL_DEBUG=INFO 重新运行，查看哪个传输层或对端连不上。",
-    "collective-mismatch": "让每个 rank 以相同顺序发起相同的集合通信：不要在依赖 rank 或数据的条件分支里调用集合通信；"
-                           "需要分支时由 rank 0 广播决定。",
-    "dataloader-worker-died": "调大 /dev/shm（docker --shm-size）或减少 num_workers；检查数据集代码中的崩溃与内存增长；"
-                              "用 num_workers=0 复现以看到真正的异常。",
-    "ddp-unused-parameters": "让每次迭代的所有参数都参与损失计算，或在 DDP 中设置 find_unused_parameters=True"
-                             "（有开销）；若参数集合随迭代变化，请使用 static_graph 或拆分模型。",
-    "collective-after-training-end": "让训练结束后会做同步的代码（保存、评估）在所有 rank 上调用，只用 rank 判断包住写文件"
-                                     "这一步；或在只由 rank 0 执行的工作之前销毁进程组。",
-    "first-collective-never-completed": "在同一组 GPU 上运行 nccl-tests（all_reduce_perf）；依次尝试 NCCL_P2P_DISABLE=1、"
-                                        "NCCL_SHM_DISABLE=1 / NCCL_IB_DISABLE=1 找出坏掉的通路；设置 NCCL_DEBUG=INFO "
-                                        "查看每对 GPU 使用的传输方式。",
-    "flight-recorder-first-pending": "查看肇事 rank 在那次集合通信之前在做什么（它的调用栈和最后的日志）；若各 rank 的"
-                                     "代码路径不同，让所有 rank 以相同顺序发起相同的集合通信。",
-    "death-at-periodic-step": "降低采样/评估阶段的批大小（按每张卡计算），在 torch.no_grad()/inference_mode 下运行，"
-                              "并先释放训练图（del loss; torch.cuda.empty_cache()）；下次运行记录 nvidia-smi 以确认。",
-    "first-exception": "修复最先抛出的异常（见证据中的调用栈）；其他 rank 的超时与断连是它的连锁反应。",
-    "gpu-hardware-fault": "将该 GPU/节点下线并交给运维检查（Xid、ECC、PCIe）；从最近的检查点在健康节点上恢复。",
-    "gpu-memory-held-elsewhere": "找出并结束占用该 GPU 的进程（nvidia-smi --query-compute-apps、fuser -v /dev/nvidia*；"
-                                 "容器内需在宿主机上查看），或重置 GPU/重启实例后再运行。",
-    "gpu-oom": "降低出错阶段的批大小（按每张卡计算）或序列长度，启用梯度检查点/混合精度，在评估与采样中使用 "
-               "torch.no_grad()，必要时设置 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True 以减少碎片。",
-    "host-oom-killer": "降低主机内存占用：减少 DataLoader num_workers 与预取、避免每个 rank 各自把整个数据集读入内存"
-                       "（使用内存映射或共享内存），或申请内存更大的节点。",
-    "logger-blocks-loop": "不要让日志阻塞训练循环：只在 rank 0 记录、降低频率，wandb 使用后台线程/离线模式"
-                          "（WANDB_MODE=offline 之后再同步），避免在集合通信之间做同步的网络 I/O。",
-    "loss-scale-collapse": "改用 bf16（无需损失缩放），降低学习率或延长 warmup，裁剪梯度；在一个 step 上用 "
-                           "torch.autograd.set_detect_anomaly 找出在 fp16 下溢出的算子。",
-    "nan-loss": "降低学习率或加入预热，开启梯度裁剪，检查输入数据中的 NaN/Inf，使用 bf16 或损失缩放；"
-                "用 torch.autograd.set_detect_anomaly(True) 定位第一次出现 NaN 的算子。",
-    "nccl-failure": "检查出错 rank 所在节点的网络与 IB/RoCE 链路、NCCL 版本一致性及 NCCL_SOCKET_IFNAME 等设置；"
-                    "开启 NCCL_DEBUG=INFO 重新运行以看到具体的传输错误。",
-    "odd-rank-out-stack": "查明该 rank 为何卡在调用栈所示的位置（锁、sleep、死循环、缓慢的 I/O）并修复；"
-                          "这是真正的卡死，调大超时只会推迟同样的失败。",
-    "peer-exited-while-waiting": "确保所有 rank 执行相同次数的迭代后再一起退出（DistributedSampler(drop_last=True)、"
-                                 "DDP join()），不要让某个 rank 提前 break 或 return。",
-    "end-state-asymmetry": "比较每个 rank 的结束方式：其余 rank 的错误都源于这个与众不同的 rank。若它独自停在一个集合通信里，"
-                           "说明它调用了其他 rank 没有调用的集合通信（只在 rank 0 上执行的保存、评估或日志里含有同步）；"
-                           "若它在其他 rank 等待时提前退出，说明它跑的批次更少（drop_last=True、均匀分片、"
-                           "torch.distributed.algorithms.Join）；若它在忙别的工作，把耗时工作移出集合通信路径。",
-    "rank-exited-silently": "查明该 rank 为何退出：代码里带错误码的显式退出、原生代码崩溃（用 PYTHONFAULTHANDLER=1 "
-                            "查看位置），或被外部杀死（dmesg、调度器日志）。",
-    "straggler-busy-rank": "把这段只在一个 rank 上执行的长时间工作移出集合通信的等待窗口：离线或在 init_process_group "
-                           "之前完成并缓存，或把工作分摊到所有 rank；确属必要的长时间工作才需要调大超时"
-                           "（init_process_group(timeout=...)）。",
-    "uneven-progress": "使用 DistributedSampler(drop_last=True) 或填充数据，使每个 rank 得到相同数量的批次；"
-                       "不均匀的循环用 DDP 的 join() 包裹；避免按 rank 提前退出。",
+# Registered rule titles (postmortem rules) in other languages; a plugin rule keeps its own title.
+RULE_TITLES: dict[str, dict[str, str]] = {"zh": {
+    "bare-collective-timeout": "集合通信超时",
+    "checkpoint-corrupt": "检查点损坏、被截断或在写入时被读取",
+    "collective-after-training-end": "训练结束后又调用了集合通信",
+    "collective-mismatch": "各 rank 调用了不同的集合通信",
+    "dataloader-worker-died": "DataLoader 工作进程退出或共享内存不足",
+    "ddp-unused-parameters": "DDP：有参数没有参与损失计算",
+    "death-at-periodic-step": "任务在周期性的采样/评估步悄然退出",
+    "first-collective-never-completed": "任务的第一个集合通信从未完成",
+    "first-exception": "某个 rank 最先抛出异常",
+    "flight-recorder-first-pending": "flight recorder 显示谁拖住了集合通信",
+    "gpu-hardware-fault": "GPU 硬件故障（ECC、Xid、GPU 掉线）",
+    "gpu-memory-held-elsewhere": "GPU 显存被任务之外的进程占用",
+    "gpu-oom": "CUDA 显存不足",
+    "host-oom-killer": "主机内存耗尽（内核 OOM killer）",
+    "logger-blocks-loop": "日志记录器阻塞了训练循环",
+    "loss-scale-collapse": "fp16 损失缩放系数塌缩到最小值",
+    "end-state-asymmetry": "结束方式与其他 rank 不同的 rank",
+    "store-barrier-short": "有 rank 没有到达进程组的创建",
+    "nan-loss": "损失变为 NaN/Inf",
+    "nccl-failure": "NCCL / 网络传输故障",
+    "odd-rank-out-stack": "某个 rank 的调用栈与等待中的多数 rank 不同",
+    "peer-exited-while-waiting": "某个 rank 在其他 rank 等待集合通信时离开了循环",
+    "rank-exited-silently": "某个 rank 没有抛出异常就退出，其他 rank 失去了它",
+    "straggler-busy-rank": "某个 rank 做长时间工作，其他 rank 在等待",
+    "uneven-progress": "各 rank 结束时的训练步数或批次数不同",
 }}
+
+# Words for values the tables hold (input kinds, collective states, what a rank was doing), per language.
+VALUE_WORDS: dict[str, dict[str, str]] = {
+    "en": {
+        "kind_rank_log": "log", "kind_json": "JSON document", "kind_collect_manifest": "collector manifest",
+        "kind_nccl_log": "NCCL debug log", "kind_pyspy": "py-spy dump", "kind_pyspy_json": "py-spy dump (JSON)",
+        "kind_nvidia_smi": "nvidia-smi", "kind_dmesg": "kernel log", "kind_torchrun_error": "torchrun error file",
+        "kind_flight_recorder": "flight recorder", "kind_host_memory": "host memory", "kind_stack_dump": "stack dump",
+        "kind_binary": "binary", "kind_unknown": "not read",
+        "state_scheduled": "scheduled (not started)", "state_started": "started", "state_completed": "completed",
+        "state_timed_out": "timed out", "state_timeout": "timed out",
+        "act_train": "training", "act_eval": "evaluating", "act_checkpoint_save": "saving a checkpoint",
+        "act_checkpoint_load": "loading a checkpoint", "act_data_prep": "preparing data", "act_logging": "logging",
+        "act_exiting": "exiting", "act_collective": "in a collective", "act_unknown": "unknown", "act_sample": "sampling",
+    },
+    "zh": {
+        "kind_rank_log": "日志", "kind_json": "JSON 文档", "kind_collect_manifest": "采集清单",
+        "kind_nccl_log": "NCCL 调试日志", "kind_pyspy": "py-spy 调用栈", "kind_pyspy_json": "py-spy 调用栈 (JSON)",
+        "kind_nvidia_smi": "nvidia-smi", "kind_dmesg": "内核日志", "kind_torchrun_error": "torchrun 错误文件",
+        "kind_flight_recorder": "flight recorder", "kind_host_memory": "主机内存", "kind_stack_dump": "调用栈转储",
+        "kind_binary": "二进制", "kind_unknown": "未读取",
+        "state_scheduled": "已排队（未开始）", "state_started": "已开始", "state_completed": "已完成",
+        "state_timed_out": "已超时", "state_timeout": "已超时",
+        "act_train": "训练中", "act_eval": "评估中", "act_checkpoint_save": "保存检查点", "act_checkpoint_load": "加载检查点",
+        "act_data_prep": "准备数据", "act_logging": "记录日志", "act_exiting": "正在退出", "act_collective": "在集合通信中",
+        "act_unknown": "未知", "act_sample": "采样中",
+    },
+}
+
+
+def value_words(lang: str, prefix: str, value) -> str:
+    """Words for a table value (`kind_`, `state_`, `act_` prefixes), the value itself when there are none."""
+    text = "" if value is None else str(value)
+    return VALUE_WORDS.get(lang, VALUE_WORDS["en"]).get(f"{prefix}{text}", text)
+
+
+def rule_title(lang: str, rule: str | None, english: str) -> str:
+    """A rule's registered title in `lang` (English, or a rule with no translation: `english`)."""
+    return RULE_TITLES.get(lang, {}).get(rule or "", english)
+
 
 # Evidence gaps by the first words of their `missing` text: (missing, why) per language; the command stays as is.
 GAPS: dict[str, dict[str, tuple[str, str]]] = {"zh": {
@@ -580,11 +670,6 @@ GAPS: dict[str, dict[str, tuple[str, str]]] = {"zh": {
     "logs of a single job": ("单个任务的日志", "输入中混有多个任务的文件。"),
     "synchronised clocks": ("各主机同步的时钟", "不同主机的时间戳被放在一起比较，但时钟可能不同步。"),
 }}
-
-
-def advice(lang: str, rule: str | None, english: str) -> str | None:
-    """The fix in `lang` for a rule (None when English is the language or the rule has no translation)."""
-    return ADVICE.get(lang, {}).get(rule or "")
 
 
 def gap_words(lang: str, missing: str, why: str) -> tuple[str, str]:

@@ -11,13 +11,13 @@ MAX_LANES = 40            # lanes drawn; smaller groups beyond this merge into o
 MAX_MARKS = 60            # error / stop marks kept per lane (the figure needs shape, not every point)
 MAX_SILENT = 65_536       # world sizes beyond this are not enumerated for silent ranks
 MAX_STEP_POINTS = 1500    # points per rank in the step chart
-TIME_SHARE = 0.5          # timestamps on at least this share of rank lines => time axis, else line numbers
+TIME_SHARE = 0.5          # timed share of the ranks' lines from which the timeline is drawn against time
 
 
 @dataclass
 class Axis:
-    """How positions are measured: seconds since `origin` (mode "time"), line numbers in each file ("line"), or the
-    n-th report of each rank in its own log ("order", for untimed step reports)."""
+    """How positions are measured: seconds since `origin` (mode "time": the lines that carry a time, from any
+    source), or the n-th event of each rank in its own log ("order": no source gives a time; ranks do not compare)."""
     mode: str
     origin: pd.Timestamp | None = None
 
@@ -48,6 +48,7 @@ class RankSummary:
     error_kinds: tuple[str, ...] = ()
     last_step: int | None = None
     role: str = "other"
+    busy_until: float | None = None   # x of the rank's last line that is not an error (steps, collectives, events)
 
 
 @dataclass
@@ -66,6 +67,8 @@ class Lane:
     how: str
     unattributed: bool = False
     silent: bool = False          # a culprit rank that left no attributable line: a label, no bar
+    busy_until: float | None = None   # the end of the lane's activity; from there to last_x it was quiet or erring
+    untimed: bool = False         # ... or whose lines all lack a time on a time axis
 
 
 @dataclass
@@ -82,6 +85,8 @@ class RankModel:
     step_axis: Axis
     step_series: dict          # rank (or None) -> (xs, steps) for the chart
     step_last: list[dict]      # per rank: rank, last_step, x, where
+    untimed_left_out: int = 0  # rank lines without a time, left off a time axis
+    step_unit: str = "step"    # what the steps count: "step", or "item" for data-preparation progress bars
 
 
 def _is_error(level) -> bool:
@@ -137,11 +142,17 @@ def _activity(tables) -> pd.DataFrame:
 
 
 def _axis(act: pd.DataFrame) -> Axis:
+    """Time when the timed lines can place the ranks (at least half of the ranks' lines carry a time, or every rank
+    has a timed line; untimed lines are left off the axis), else each rank's own order."""
     ranked = act[act["rank"].notna()]
     base = ranked if len(ranked) else act
-    if len(base) and base["ts"].notna().mean() >= TIME_SHARE:
+    if not len(base) or not base["ts"].notna().any():
+        return Axis("order")
+    timed = base["ts"].notna()
+    every = not len(ranked) or set(ranked["rank"].dropna()) == set(ranked.loc[ranked["ts"].notna(), "rank"].dropna())
+    if timed.mean() >= TIME_SHARE or every:
         return Axis("time", base["ts"].min())
-    return Axis("line")
+    return Axis("order")
 
 
 def _x(df: pd.DataFrame, axis: Axis) -> pd.Series:
@@ -150,6 +161,14 @@ def _x(df: pd.DataFrame, axis: Axis) -> pd.Series:
     if axis.mode == "order":
         return df["order"].astype("float64")
     return df["line"].astype("float64")
+
+
+def _activity_order(act: pd.DataFrame) -> pd.DataFrame:
+    """No line has a time: number each rank's lines in its own order (the file it wrote most of, then the line), so
+    one rank's lines never mix with another's file positions."""
+    act = act.assign(_rk=act["rank"].astype("float64").fillna(-1.0))
+    act = act.sort_values(["_rk", "source", "line"], kind="stable")
+    return act.assign(order=act.groupby("_rk").cumcount() + 1).drop(columns="_rk")
 
 
 def _own_order(st: pd.DataFrame) -> pd.DataFrame:
@@ -170,31 +189,45 @@ def build(analysis) -> RankModel:
     tables = analysis.tables
     act = _activity(tables)
     axis = _axis(act)
+    untimed = 0
+    seen = {int(r) for r in act["rank"].dropna()} if len(act) else set()   # every rank with a line, timed or not
     if len(act):
+        if axis.mode == "time":
+            ranked = act["rank"].notna()
+            untimed = int((ranked & act["ts"].isna()).sum())
+            act = act[act["ts"].notna()]
+        else:
+            act = _activity_order(act)
         act = act.assign(x=_x(act, axis))
         act = act[act["x"].notna()].sort_values(["x", "source", "line"], kind="stable")
     root = analysis.finding_list[0] if analysis.finding_list and analysis.verdict is not None \
         and analysis.verdict.category not in ("no_failure",) else None
     culprits = list(root.culprit_ranks) if root else []
     affected = list(root.affected_ranks) if root else []
+    ranks_t = tables.frames.get("ranks")
+    if root and not affected and ranks_t is not None and len(ranks_t) and "waiting" in ranks_t:
+        # the verdict names no ranks that waited: the rank table knows which did (a timeout, a stack in a wait)
+        waited = ranks_t[ranks_t["waiting"].fillna(False).astype(bool)]["rank"]
+        affected = [int(r) for r in waited if int(r) not in culprits]
     last_steps, step_series, phase, step_axis = _steps(tables, axis)
     summaries = _summaries(act, axis, culprits, affected, last_steps)
-    seen = {s.rank for s in summaries if s.rank is not None}
+    drawn = {s.rank for s in summaries if s.rank is not None}
     ws = tables.meta.get("world_size")
     silent = [r for r in range(int(ws)) if r not in seen] if ws and int(ws) <= MAX_SILENT else []
     lanes, merged = _lanes([s for s in summaries if s.rank is not None])
     # A culprit with no lines of its own (often the silent rank everyone waited for) still gets its lane.
-    quiet = [r for r in culprits if r not in seen]
+    quiet = [r for r in culprits if r not in drawn]
     if quiet and lanes:
         lanes.insert(0, Lane(quiet, "culprit", lanes[0].first_x, lanes[0].first_x, [], [], None, 0, "", "", "",
-                             silent=True))
+                             silent=True, untimed=all(r in seen for r in quiet)))
     unattributed = [s for s in summaries if s.rank is None]
     for s in unattributed:
         lanes.append(Lane([], "unattributed", s.first_x, s.last_x, [s.last_x], s.error_xs[:MAX_MARKS],
-                          s.first_error_x, s.n_errors, s.first_where, s.last_where, _how(s), unattributed=True))
+                          s.first_error_x, s.n_errors, s.first_where, s.last_where, _how(s), unattributed=True,
+                          busy_until=s.busy_until))
     step_last = [{"rank": k, "last_step": v[0], "x": v[1], "where": v[2]} for k, v in last_steps.items()]
     return RankModel(axis, summaries, lanes, merged, silent, culprits, affected, phase, step_axis, step_series,
-                     step_last)
+                     step_last, untimed_left_out=untimed, step_unit="item" if phase == "data" else "step")
 
 
 def _groups(rank: pd.Series) -> tuple[list, np.ndarray]:
@@ -235,6 +268,8 @@ def _summaries(act: pd.DataFrame, axis: Axis, culprits, affected, last_steps) ->
                         last_kind=str(kind[b]), last_text=str(text[b])[:240], last_key=str(key[b]), role=role)
         errs = err_pos[err_cut[g]:err_cut[g + 1]]
         s.n_errors = int(len(errs))
+        ok = np.setdiff1d(np.arange(a, b + 1), errs, assume_unique=True)
+        s.busy_until = float(x[ok[-1]]) if len(ok) else None
         if len(errs):
             xs = x[errs]
             s.error_xs = [float(v) for v in xs[:: max(1, len(xs) // MAX_MARKS)][:MAX_MARKS]]
@@ -284,6 +319,7 @@ def _lanes(summaries: list[RankSummary]) -> tuple[list[Lane], int]:
                           first_x=min(s.first_x for s in g), last_x=max(s.last_x for s in g),
                           stop_xs=_thin(stops), error_xs=_thin(errs),
                           first_error_x=min(firsts) if firsts else None, n_errors=sum(s.n_errors for s in g),
+                          busy_until=max((s.busy_until for s in g if s.busy_until is not None), default=None),
                           first_where=min(g, key=lambda s: s.first_x).first_where,
                           last_where=max(g, key=lambda s: s.last_x).last_where, how=_how(rep)))
     return lanes, merged
@@ -296,8 +332,33 @@ def _thin(xs: list[float]) -> list[float]:
     return [xs[int(i * step)] for i in range(MAX_MARKS)] + [xs[-1]]
 
 
+def _progress(st: pd.DataFrame) -> pd.Series:
+    """Each report's overall progress: its step, plus the steps of the earlier epochs where the step counter restarts
+    every epoch (a per-epoch `batch i/N` would otherwise draw a sawtooth)."""
+    step = st["step"].astype("float64")
+    if "epoch" not in st or not st["epoch"].notna().any():
+        return step
+    out = step.copy()
+    for _, g in st.groupby("rank", sort=False, dropna=False):
+        ep = pd.to_numeric(g["epoch"], errors="coerce")
+        if ep.isna().all() or ep.nunique() < 2:
+            continue
+        # steps restart when they fall while the epoch grows: offset each epoch by the largest step before it
+        per_epoch = g.groupby(ep, sort=True)["step"].max().astype("float64")
+        if not (g.groupby(ep, sort=True)["step"].min().astype("float64").iloc[1:] <=
+                per_epoch.shift(1).iloc[1:]).any():
+            continue   # a global counter: nothing to add
+        total = pd.to_numeric(g.get("total"), errors="coerce") if "total" in g else None
+        size = (per_epoch + 1) if total is None or total.isna().all() else \
+            pd.Series(float(total.max()), index=per_epoch.index)
+        offset = size.cumsum().shift(1).fillna(0.0)
+        out.loc[g.index] = g["step"].astype("float64").to_numpy() + ep.map(offset).fillna(0.0).to_numpy()
+    return out
+
+
 def _steps(tables, axis: Axis) -> tuple[dict, dict, str | None, Axis]:
-    """Last step per rank (in the main phase), per-rank series for the chart, the phase, and the steps' axis."""
+    """Last step per rank (in the main phase), per-rank series for the chart, the phase, and the steps' axis: time
+    when any step line of a rank has one (untimed ones are left off the chart), else each rank's own order."""
     st = tables.steps
     st = st[st["step"].notna()]
     if not len(st):
@@ -306,31 +367,39 @@ def _steps(tables, axis: Axis) -> tuple[dict, dict, str | None, Axis]:
     counts = phases.value_counts()
     phase = "train" if (phases == "train").any() else sorted(counts.index, key=lambda p: (-counts[p], p))[0]
     st = st[phases == phase]
-    # Steps get their own axis when their timestamps disagree with the activity axis (e.g. untimed progress bars).
-    if st["ts"].notna().mean() >= TIME_SHARE:
-        step_axis = axis if axis.mode == "time" else Axis("time", st["ts"].min())
+    st = st.assign(progress=_progress(st))
+    timed = st[st["rank"].notna() & st["ts"].notna()]
+    if len(timed):
+        step_axis = axis if axis.mode == "time" else Axis("time", timed["ts"].min())
+        own = _own_order(st)   # the last step of a rank counts its untimed reports too
+        st = timed
     else:
         step_axis = Axis("order")
-        st = _own_order(st)
+        st = own = _own_order(st)
     st = st.assign(x=_x(st, step_axis))
     st = st[st["x"].notna()]
     last: dict = {}
     series: dict = {}
+    if not len(own):
+        return last, series, phase, step_axis
+    # the last step of each rank: its highest progress, in its own reports (timed or not)
+    o = own.sort_values(["rank", "line"], kind="stable")
+    for r, g in o.groupby("rank", sort=True):
+        top = g.loc[g["progress"].idxmax()]
+        hit = st[(st["rank"] == r) & (st["source"] == top["source"]) & (st["line"] == top["line"])] if len(st) else st
+        x = float(hit["x"].iloc[0]) if len(hit) else float("nan")
+        last[int(r)] = (int(top["step"]), x, step_axis.where(x, top["source"], top["line"])
+                        if x == x else f"{top['source']}:{int(top['line'])}")
     if not len(st):
         return last, series, phase, step_axis
     # Rank-sorted, x-sorted within a rank (stable: equal x keep table order), so each rank is one slice.
     st = st.sort_values(["rank", "x"], kind="stable", na_position="last")
     keys, bounds = _groups(st["rank"])
     x = st["x"].to_numpy(dtype="float64")
-    step_i = st["step"].astype("int64").to_numpy()
-    step_f = st["step"].to_numpy(dtype="float64")
-    source = st["source"].tolist()
-    line = st["line"].tolist()
+    prog = st["progress"].to_numpy(dtype="float64")
     for g, r in enumerate(keys):
         a, b = int(bounds[g]), int(bounds[g + 1])
-        top = a + int(np.argmax(step_i[a:b]))          # first row holding the highest step, as idxmax picks
-        last[r] = (int(step_i[top]), float(x[top]), step_axis.where(x[top], source[top], line[top]))
-        xs, ys = x[a:b], step_f[a:b]
+        xs, ys = x[a:b], prog[a:b]
         if len(xs) > MAX_STEP_POINTS:
             k = len(xs) // MAX_STEP_POINTS + 1
             xs, ys = np.append(xs[::k], xs[-1]), np.append(ys[::k], ys[-1])

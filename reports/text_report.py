@@ -10,66 +10,108 @@ from postmortem.stacks import rank_ranges
 from reports.evidence import first_time, unique_evidence, where
 
 
-def render_text(analysis, width: int = 100) -> str:
-    """Plain-text summary of an Analysis (same verdict as the JSON and HTML)."""
+TEXT_WORDS = {
+    "en": {"verdict": "VERDICT", "confidence": "confidence", "culprit": "culprit", "phase": "phase", "step": "step",
+           "time": "time", "why": "WHY", "fix": "FIX", "evidence": "EVIDENCE", "others": "OTHER FINDINGS",
+           "gaps": "EVIDENCE GAPS (collect next time)", "input": "INPUT", "more": "more cited lines (--format json or "
+           "-o report.html shows all)", "supports": "same failure, another view", "consequence": "a consequence of "
+           "the verdict", "files": "files", "world": "world size", "inferred": " (inferred)", "seen": "ranks seen",
+           "skipped": "skipped/partial", "rule_error": "rule error (its finding is missing)", "none": "none",
+           "note": "NOTE"},
+    "zh": {"verdict": "结论", "confidence": "置信度", "culprit": "肇事 rank", "phase": "阶段", "step": "训练步",
+           "time": "时间", "why": "原因", "fix": "如何修改", "evidence": "证据", "others": "其他发现",
+           "gaps": "缺失的证据（下次收集）", "input": "输入", "more": "行引用未显示（--format json 或 -o report.html "
+           "可看到全部）", "supports": "同一故障的另一证据", "consequence": "结论的连锁反应", "files": "个文件",
+           "world": "进程总数", "inferred": "（推断）", "seen": "出现的 rank", "skipped": "跳过/部分读取",
+           "rule_error": "规则出错（其结论缺失）", "none": "无", "note": "注意"},
+}
+
+
+def relation(f, root, lang: str = "en") -> str:
+    """How another finding stands to the verdict, in words: another view of the same failure (same category), or a
+    consequence of it; "" for an independent finding."""
+    if not f.cascade_of:
+        return ""
+    w = TEXT_WORDS.get(lang, TEXT_WORDS["en"])
+    return w["supports"] if root is not None and f.category == root.category else w["consequence"]
+
+
+def render_text(analysis, width: int = 100, lang: str = "en") -> str:
+    """Plain-text summary of an Analysis (same verdict as the JSON and HTML), in English or Chinese."""
+    from postmortem import advice
+    from postmortem.sentences import sentence, zh_ranks
+    from reports import i18n
+    w = TEXT_WORDS.get(lang, TEXT_WORDS["en"])
+    zh = lang == "zh"
     out: list[str] = []
     v = analysis.verdict
     if v is None:
-        return "postmortem: no readable input files.\n"
+        return "postmortem: no readable input files.\n" if not zh else "postmortem：没有可读的输入文件。\n"
     root = analysis.finding_list[0] if analysis.finding_list else None
-    out.append(f"VERDICT  {v.category}  ({CATEGORY_WORDS.get(v.category, v.category)})  confidence {v.confidence:.2f}")
-    out.extend("  " + line for line in _wrap(v.summary, width - 2))
+    words = i18n.category_words(i18n.catalogue(lang), v.category) if zh else CATEGORY_WORDS.get(v.category, v.category)
+    sep = "：" if zh else ": "
+    out.append(f"{w['verdict']}  {v.category}  ({words})  {w['confidence']} {v.confidence:.2f}")
+    summary = sentence(root, lang) if zh and root is not None else v.summary
+    out.extend("  " + line for line in _wrap(summary, width - 2))
     if v.culprit_ranks:
-        out.append(f"  culprit: {ranks_phrase(v.culprit_ranks)}")
+        out.append(f"  {w['culprit']}{sep}{zh_ranks(v.culprit_ranks) if zh else ranks_phrase(v.culprit_ranks)}")
     if v.phase and v.phase != "unknown":
-        out.append(f"  phase:   {v.phase}")
+        out.append(f"  {w['phase']}{sep}{i18n.phase_words(i18n.catalogue(lang), v.phase) if zh else v.phase}")
     if as_int(v.step) is not None:
-        out.append(f"  step:    {as_int(v.step)}")
+        out.append(f"  {w['step']}{sep}{as_int(v.step)}")
     when = first_time(analysis, root) if root else None
     if when is not None:
-        out.append(f"  time:    {when:%Y-%m-%d %H:%M:%S} UTC")
+        out.append(f"  {w['time']}{sep}{when:%Y-%m-%d %H:%M:%S} UTC")
     if root:
+        adv = advice.advise(analysis.finding_list, analysis.ranks)
+        why = advice.why_zh(adv, root, analysis.ranks) if zh else (v.why or root.explanation)
+        fix = (advice.verdict_fix(adv, lang) if zh else None) or v.fix or root.remediation
         out.append("")
-        out.append("WHY")
-        out.extend("  " + line for line in _wrap(root.explanation, width - 2))
-        out.append("FIX")
-        out.extend("  " + line for line in _wrap(root.remediation, width - 2))
+        out.append(w["why"])
+        out.extend("  " + line for line in _wrap(why or v.why or root.explanation, width - 2))
+        out.append(w["fix"])
+        out.extend("  " + line for line in _wrap(fix, width - 2))
         paths = {s.source: s.path for s in (analysis.sources or [])}
-        cited = unique_evidence(root.evidence, paths)
+        cited = unique_evidence(v.evidence or root.evidence, paths)
         if cited:
-            out.append("EVIDENCE")
+            out.append(w["evidence"])
             for e in cited[:8]:
                 rank = f"  [rank {e.rank}]" if e.rank is not None else ""
                 out.append(f"  {where(e.source, e.line)}{rank}")
                 out.extend("      " + line for line in _wrap(e.text.strip(), width - 6, keep=True))
             if len(cited) > 8:
-                out.append(f"  ... {len(cited) - 8} more cited lines (--format json or -o report.html shows all)")
+                out.append(f"  ... {len(cited) - 8} {w['more']}")
+    elif v.mechanism == "not_a_training_log":
+        pass
     others = analysis.finding_list[1:]
     if others:
         out.append("")
-        out.append("OTHER FINDINGS")
+        out.append(w["others"])
         for f in others[:10]:
-            tag = f" (cascade of {f.cascade_of})" if f.cascade_of else ""
+            rel = relation(f, root, lang)
+            tag = f" ({rel})" if rel else ""
+            title = sentence(f, lang) if zh else advice.tidy(f.title)
             head = f"  {f.confidence:.2f} {f.category:22} "
-            out.extend(textwrap.wrap(f"{f.title}{tag}", width, initial_indent=head,
+            out.extend(textwrap.wrap(f"{title}{tag}", width, initial_indent=head,
                                      subsequent_indent=" " * len(head)) or [head])
     if analysis.evidence_gaps:
         out.append("")
-        out.append("EVIDENCE GAPS (collect next time)")
+        out.append(w["gaps"])
         for g in analysis.evidence_gaps:
-            out.append(f"  - {g['missing']}: {g['how']}")
+            missing = i18n.gap_words(lang, str(g["missing"]), str(g.get("why", "")))[0] if zh else g["missing"]
+            out.append(f"  - {missing}{sep}{g['how']}")
     meta = analysis.tables.meta
     src = analysis.tables.sources
     bad = src[src["problem"].notna()]
     out.append("")
     ws = meta.get("world_size")
-    out.append(f"INPUT  {len(src)} files, world size {ws if ws is not None else '?'}"
-               f"{' (inferred)' if meta.get('world_size_inferred') else ''}, ranks seen "
-               f"{_ranges(meta.get('ranks_seen', []))}")
+    out.append(f"{w['input']}  {len(src)} {w['files']}, {w['world']} {ws if ws is not None else '?'}"
+               f"{w['inferred'] if meta.get('world_size_inferred') else ''}, {w['seen']} "
+               f"{rank_ranges(meta.get('ranks_seen', [])) or w['none']}")
     for _, r in bad.head(20).iterrows():
-        out.append(f"  skipped/partial: {r['source']}: {r['problem']}")
+        out.append(f"  {w['skipped']}: {r['source']}: {r['problem']}")
     for err in analysis.tables.meta.get("rule_errors") or []:
-        out.append(f"  rule error (its finding is missing): {err}")
+        out.append(f"  {w['rule_error']}: {err}")
     return terminal_safe("\n".join(out) + "\n")
 
 
@@ -82,9 +124,35 @@ def terminal_safe(text: str) -> str:
 
 
 def _wrap(text: str, width: int, keep: bool = False) -> list[str]:
-    """Word-wrapped lines; `keep` wraps long tokens too (paths, stack frames) so no character is lost."""
+    """Word-wrapped lines; `keep` wraps long tokens too (paths, stack frames) so no character is lost. Text with
+    Chinese characters is wrapped by display width (a Han character takes two columns)."""
+    if _WIDE.search(text or ""):
+        return _wrap_wide(text, width)
     return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=not keep) or [""]
 
 
-def _ranges(ranks: list[int]) -> str:
-    return rank_ranges(ranks) or "none"
+_WIDE = re.compile(r"[\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6]")
+_TOKENS = re.compile(r"[\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6]|"
+                     r"[^\s\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6]+|\s+")
+
+
+def _wrap_wide(text: str, width: int) -> list[str]:
+    """Wrap mixed Chinese/Latin text at `width` display columns: between Han characters anywhere, Latin words whole
+    (cut only when one is longer than a line)."""
+    lines, cur, cols = [], "", 0
+    for tok in _TOKENS.findall(text):
+        w = 2 * len(tok) if _WIDE.match(tok) else len(tok)
+        if tok.isspace():
+            if cur and cols + 1 <= width:
+                cur, cols = cur + " ", cols + 1
+            continue
+        if cols + w > width and cur.strip():
+            lines.append(cur.rstrip())
+            cur, cols = "", 0
+        while w > width:  # a word longer than a line
+            lines.append(tok[:width])
+            tok, w = tok[width:], w - width
+        cur, cols = cur + tok, cols + w
+    if cur.strip():
+        lines.append(cur.rstrip())
+    return lines or [""]

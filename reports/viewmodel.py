@@ -1,10 +1,9 @@
 """View model for the HTML report: small plain dataclasses built from the Analysis; templates only loop and print."""
 from __future__ import annotations
 
-import re
-
 import datetime as _dt
 import os
+import re
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -13,11 +12,11 @@ from reports import chart_process, i18n
 from reports import ranks as ranks_mod
 from reports import sections
 from postmortem.gaps import lines_carry_times
-from postmortem.sentences import as_int, sentence
+from postmortem.sentences import as_int, clip, sentence
 from reports.evidence import WHOLE_LINE_CHARS, first_time, read_context, unique_evidence
 from reports.sections import rank_ranges
 
-SECTION_IDS = ("verdict", "evidence", "timeline", "steps", "gpu", "stacks", "collectives", "nccl", "findings",
+SECTION_IDS = ("verdict", "evidence", "timeline", "odd", "steps", "gpu", "stacks", "collectives", "nccl", "findings",
                "gaps", "sources")
 FRAGMENT_SECTIONS = ("verdict", "evidence", "findings", "gaps")
 MAX_EVIDENCE = 12           # cited lines of the root finding shown with context
@@ -30,6 +29,14 @@ MAX_LEAD_CHARS = 420        # rule texts longer than this show a lead and fold t
 
 
 @dataclass
+class Fact:
+    """One labelled value of the verdict card (only facts with a value are shown)."""
+    label: str
+    value: str
+    css: str = ""
+
+
+@dataclass
 class VerdictView:
     """The answer, in the words of the chosen language."""
     present: bool
@@ -37,6 +44,7 @@ class VerdictView:
     words: str = ""
     where: str = ""
     tone: str = "fail"
+    kicker: str = ""
     culprits: str = ""
     affected: str = ""
     step: str = ""
@@ -50,12 +58,16 @@ class VerdictView:
     title: str = ""
     explanation: str = ""
     explanation_more: str = ""
+    explanation_lang: str = "en"
+    explanation_en: str = ""     # the English why, shown folded beside a translated one
     remediation: str = ""
     remediation_more: str = ""
-    remediation_en: str = ""     # the rule's English fix, shown beside a translated one
+    remediation_lang: str = "en"
+    remediation_en: str = ""     # the English fix, shown beside a translated one
     rule: str = ""
     sentence: str = ""           # the verdict as one sentence, in the report's language
     when: str = ""               # the first cited line's time, when it has one
+    facts: list[Fact] = field(default_factory=list)
 
 
 def _lead(text: str, limit: int = MAX_LEAD_CHARS) -> tuple[str, str]:
@@ -69,9 +81,19 @@ def _lead(text: str, limit: int = MAX_LEAD_CHARS) -> tuple[str, str]:
 
 @dataclass
 class ContextLine:
-    no: int
+    no: int | None
     text: str
     hit: bool
+    gap: bool = False             # lines were skipped before this one
+    label: str = ""               # heads a block of another thread ("holds the GIL", "also in wandb")
+
+
+@dataclass
+class AlsoAt:
+    """Another place that says the same (another rank's copy of the same lines)."""
+    where: str
+    anchor: str
+    rank: str
 
 
 @dataclass
@@ -85,6 +107,8 @@ class EvidenceItem:
     rank_label: str = ""
     context: list[ContextLine] = field(default_factory=list)
     note: str = ""
+    also: list[AlsoAt] = field(default_factory=list)
+    also_label: str = ""
 
 
 @dataclass
@@ -92,6 +116,7 @@ class FigureView:
     name: str
     uri: str
     alt: str
+    narrow_uri: str = ""       # the same chart drawn for a phone's width (served below NARROW_MEDIA)
 
 
 @dataclass
@@ -108,7 +133,8 @@ class LaneRow:
 
 @dataclass
 class EndRow:
-    """Ranks that ended the same way (from the `ranks` table): what they were doing, counters, error, exit."""
+    """Ranks that ended the same way (from the `ranks` table): their role, last step, what they were doing, first
+    error, exit, and where they stopped."""
     ranks: str
     count: int
     culprit: bool
@@ -117,6 +143,21 @@ class EndRow:
     collectives: str
     first_error: str
     exit: str
+    role: str = "other"
+    role_words: str = ""
+    stopped: str = ""
+    ended: str = ""
+
+
+@dataclass
+class OddRow:
+    """One odd template (from `a.tables.odd_lines`): the odd ranks, how they are odd, one line of it, where."""
+    ranks: str
+    kind: str
+    line: str
+    at: str
+    suspect: bool
+    new: bool
 
 
 @dataclass
@@ -220,6 +261,10 @@ class ReportView:
     shown: list[str] = field(default_factory=list)   # ids of the sections printed (those with something to show)
     end_rows: list = field(default_factory=list)     # the `ranks` table, ranks that ended alike grouped
     end_more: str = ""
+    end_has: dict = field(default_factory=dict)      # which columns of end_rows hold anything (empty ones are left out)
+    steps_axis: str = ""
+    odd_rows: list = field(default_factory=list)
+    odd_more: str = ""
 
 
 def _generated(value) -> str:
@@ -259,6 +304,15 @@ def _str(v) -> str:
     return str(v)
 
 
+def _ranks_table(analysis):
+    """The rank end-state table (built here for an Analysis assembled by hand, which has none)."""
+    ranks = analysis.ranks
+    if ranks is None:
+        from postmortem.rank_state import rank_state
+        ranks = analysis.tables.frames["ranks"] = rank_state(analysis.tables)
+    return ranks
+
+
 def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, figures: bool = True,
                fragment: bool = False, max_evidence: int = MAX_EVIDENCE, max_sources: int = MAX_SOURCES,
                version: str = "", **unknown) -> ReportView:
@@ -268,6 +322,7 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
     t = i18n.catalogue(lang)
     tables = analysis.tables
     meta = tables.meta
+    _ranks_table(analysis)
     model = gm = charts = None
     if not fragment:
         model = ranks_mod.build(analysis)
@@ -279,12 +334,12 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
     paths = {s.source: s.path for s in (analysis.sources or [])}
     verdict = _verdict(analysis, t, lang)
     root = analysis.finding_list[0] if analysis.finding_list else None
-    evidence, ev_more = _evidence(root, t, paths, anchors, context, max_evidence)
-    findings = [_finding(f, t, anchors, lang) for f in analysis.finding_list[1:]]
+    evidence, ev_more = _evidence(root, t, paths, anchors, context, max_evidence, analysis)
+    findings = [_finding(f, t, anchors, lang, root) for f in analysis.finding_list[1:]]
     gaps = [GapView(*i18n.gap_words(lang, str(g.get("missing", "")), str(g.get("why", ""))), str(g.get("how", "")))
             for g in analysis.evidence_gaps]
     gaps_script = "\n".join(f"# {g.missing}\n{g.how}" for g in gaps)
-    sources, src_summary, src_more = _sources(tables.sources, t, anchors, max_sources)
+    sources, src_summary, src_more = _sources(tables.sources, t, anchors, max_sources, lang, analysis.ranks)
     ws = meta.get("world_size")
     seen = list(meta.get("ranks_seen", []))
     view = ReportView(
@@ -312,39 +367,84 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
 
 
 def _verdict(analysis, t, lang: str = "en") -> VerdictView:
+    from postmortem import advice
     v = analysis.verdict
     if v is None:
-        return VerdictView(present=False, words=t["no_input"], summary=t["no_input_text"], tone="unknown")
+        return VerdictView(present=False, words=t["no_input"], summary=t["no_input_text"], tone="unknown",
+                           kicker=t["what_went_wrong"])
     root = analysis.finding_list[0] if analysis.finding_list else None
     level = "high" if v.confidence >= 0.8 else "moderate" if v.confidence >= 0.5 else "low"
-    where = []
-    if v.culprit_ranks:
-        where.append(i18n.fmt(t, "headline_on", ranks=rank_ranges(v.culprit_ranks)))
-    if v.step is not None:
-        where.append(i18n.fmt(t, "headline_at_step", step=v.step))
-    if v.phase and v.phase != "unknown":
-        where.append(i18n.fmt(t, "headline_during", phase=i18n.phase_words(t, v.phase)))
     affected = list(root.affected_ranks) if root else []
     pct = int(round(v.confidence * 100))
+    ok = v.category == "no_failure"
     out = VerdictView(
-        present=True, category=v.category, words=i18n.category_words(t, v.category), where=t["list_sep"].join(where),
-        tone="ok" if v.category == "no_failure" else "unknown" if v.category == "unknown" else "fail",
+        present=True, category=v.category, words=i18n.category_words(t, v.category),
+        tone="ok" if ok else "unknown" if v.category == "unknown" else "fail",
+        kicker=t["kicker_ok"] if ok else t["what_went_wrong"],
         culprits=rank_ranges(v.culprit_ranks) or t["no_rank_stands_out"],
-        affected=rank_ranges(affected) or t["none"], step=t["none"] if as_int(v.step) is None else str(as_int(v.step)),
-        phase=i18n.phase_words(t, v.phase) or t["none"], confidence=f"{v.confidence:.2f}", pct=pct, level=level,
+        affected=rank_ranges(affected), step="" if as_int(v.step) is None else str(as_int(v.step)),
+        phase=i18n.phase_words(t, v.phase) if v.phase and v.phase != "unknown" else "",
+        confidence=f"{v.confidence:.2f}", pct=pct, level=level,
         level_text=t[f"conf_{level}"], meter_label=i18n.fmt(t, "conf_meter_label", pct=pct), summary=v.summary,
-        title=root.title if root else "", rule=v.rule or "")
-    out.sentence = sentence(root, lang) if root else v.summary
+        title=i18n.rule_title(lang, root.rule, advice.tidy(root.title)) if root else "", rule=v.rule or "")
+    out.sentence = sentence(root, lang) if root else (v.summary if lang == "en" or v.mechanism else
+                                                      t["no_failure_text"] if ok else v.summary)
     when = first_time(analysis, root) if root else None
     out.when = f"{when:%Y-%m-%d %H:%M:%S} UTC" if when is not None else ""
+    out.facts = _facts(analysis, out, t, lang)
     if root:
-        out.explanation, out.explanation_more = _lead(root.explanation)
-        translated = i18n.advice(lang, root.rule, root.remediation)
-        if translated:
-            out.remediation, out.remediation_en = translated, root.remediation
+        adv = advice.advise(analysis.finding_list, analysis.ranks)
+        why_en = v.why or advice.tidy(root.explanation)
+        fix_en = v.fix or root.remediation
+        if lang == "en":
+            out.explanation, out.explanation_more = _lead(why_en)
+            out.remediation, out.remediation_more = _lead(fix_en)
         else:
-            out.remediation, out.remediation_more = _lead(root.remediation)
+            zh_why = advice.why_zh(adv, root, analysis.ranks) if lang == "zh" else ""
+            if zh_why:
+                out.explanation, out.explanation_lang, out.explanation_en = zh_why, t["html_lang"], why_en
+            else:
+                out.explanation, out.explanation_more = _lead(why_en)
+            zh_fix = advice.verdict_fix(adv, lang)
+            if zh_fix:
+                out.remediation, out.remediation_lang, out.remediation_en = zh_fix, t["html_lang"], fix_en
+            else:
+                out.remediation, out.remediation_more = _lead(fix_en)
     return out
+
+
+def _facts(analysis, d: VerdictView, t, lang: str) -> list[Fact]:
+    """The verdict card's facts that have a value: where the verdict names none, the rank end-state table may (the
+    culprits' last step and activity); a fact with nothing to say is left out, never shown as a dash."""
+    v = analysis.verdict
+    ranks = analysis.ranks
+    facts: list[Fact] = []
+    ok = v.category == "no_failure"
+    mine = ranks[ranks["rank"].isin(list(v.culprit_ranks))] if ranks is not None and len(ranks) and \
+        v.culprit_ranks else None
+    if not ok:
+        facts.append(Fact(t["culprit_ranks"], d.culprits, "pm-culprits"))
+    step, step_label = d.step, t["step"]
+    if not step and ranks is not None and len(ranks) and ranks["last_step"].notna().any():
+        pool = mine if mine is not None and mine["last_step"].notna().any() else ranks
+        last = pool["last_step"].dropna()
+        if last.nunique() == 1 or ok:
+            step = str(int(last.max()))
+            step_label = t["last_step_culprit"] if pool is mine else t["last_step_reached"]
+    if step:
+        facts.append(Fact(step_label, step))
+    phase, phase_label = d.phase, t["phase"]
+    if not phase and mine is not None and len(mine):
+        acts = {a for a in mine["last_activity"].dropna().astype(str) if a != "unknown"}
+        if len(acts) == 1:
+            phase, phase_label = i18n.value_words(lang, "act_", acts.pop()), t["doing_at_end"]
+    if phase:
+        facts.append(Fact(phase_label, phase))
+    if d.when:
+        facts.append(Fact(t["time_label"], d.when))
+    if d.affected and not ok:
+        facts.append(Fact(t["affected_ranks"], d.affected))
+    return facts
 
 
 def _cited(text: str) -> str:
@@ -360,27 +460,37 @@ def _line_no(v) -> int | None:
         return None
 
 
-def _evidence(root, t, paths, anchors, radius, limit) -> tuple[list[EvidenceItem], int]:
-    if root is None or not root.evidence:
+def _evidence(root, t, paths, anchors, radius, limit, analysis=None) -> tuple[list[EvidenceItem], int]:
+    from reports.decisive import decisive_lines
+    lines = _verdict_lines(root, analysis)
+    if not lines:
         return [], 0
-    cited = unique_evidence(root.evidence, paths)
+    cited = unique_evidence(lines, paths)
     shown = cited[:limit]
     wanted: dict[str, set[int]] = {}
-    for e in shown:
+    decisive: dict[int, list] = {}
+    for i, e in enumerate(shown):
         path, line = paths.get(e.source), _line_no(e.line)
-        if path and line is not None:
+        got = decisive_lines(analysis, str(e.source), line, path) if analysis is not None and radius > 0 else None
+        if got:
+            decisive[i] = got
+        elif path and line is not None:
             wanted.setdefault(path, set()).add(line)
     ctx = read_context(wanted, radius, cut=WHOLE_LINE_CHARS) if radius > 0 else {}
     items = []
-    for e in shown:
+    for i, e in enumerate(shown):
         line = _line_no(e.line)
         rank = _line_no(e.rank)
-        item = EvidenceItem(source=str(e.source), line=_str(line), rank=_str(rank), text=_cited(e.text),
+        item = EvidenceItem(source=str(e.source), line=_str(line), rank=_str(rank), text=clip(e.text, MAX_CITED_CHARS),
                             anchor=anchors.get(str(e.source), ""),
                             rank_label=i18n.fmt(t, "rank_badge", rank=rank) if rank is not None else "")
         path = paths.get(e.source)
         got = ctx.get((path, line)) if path and line is not None else None
-        if isinstance(got, list):
+        if i in decisive:
+            item.context = [ContextLine(c.no, c.text, c.hit, c.gap, _block_label(c.label, t)) for c in decisive[i]]
+            if all(c.no is None for c in decisive[i]):
+                item.line = ""   # decoded from a JSON field: no line numbers of the file
+        elif isinstance(got, list):
             item.context = [ContextLine(no, text, no == line) for no, text in got]
             hit = next((text for no, text in got if no == line), "")
             if item.text.strip() and item.text.strip() in hit:
@@ -389,7 +499,56 @@ def _evidence(root, t, paths, anchors, radius, limit) -> tuple[list[EvidenceItem
             why = "why_too_far" if got == "too_far" else "why_not_readable"
             item.note = i18n.fmt(t, "evidence_no_context", why=t[why])
         items.append(item)
-    return _merge_overlapping(items, shown, t), len(cited) - len(shown)
+    merged = _merge_overlapping(items, shown, t)
+    return _same_lines_once(merged, t), len(cited) - len(shown)
+
+
+def _verdict_lines(root, analysis) -> list:
+    """The lines the verdict rests on: its own (root and mechanism findings), else the root finding's."""
+    v = getattr(analysis, "verdict", None) if analysis is not None else None
+    if v is not None and getattr(v, "evidence", None):
+        return list(v.evidence)
+    return list(root.evidence) if root is not None else []
+
+
+def _block_label(label: str, t) -> str:
+    if not label:
+        return ""
+    if label == "holds_gil":
+        return t["ev_holds_gil"]
+    if label.startswith("same_library:"):
+        return i18n.fmt(t, "ev_same_library", lib=label.split(":", 1)[1])
+    return label
+
+
+_RANK_TAG = re.compile(r"\[(?:rank|default|Rank )\d+\]:?|\brank ?\d+\b|\bpid:? ?\d+|\bThread \d+|\bProcess \d+|"
+                       r"\b0x[0-9a-fA-F]{6,}\b")
+
+
+def _same_lines_once(items: list[EvidenceItem], t) -> list[EvidenceItem]:
+    """Blocks that show the same lines on different ranks (ranks 1-3 all in `dist.barrier()` at train.py:65) become
+    one block naming every rank and linking the other copies; the block that differs stays on its own."""
+    out: list[EvidenceItem] = []
+    keys: dict[tuple, int] = {}
+    ranks: dict[int, set] = {}
+    for item in items:
+        key = (_RANK_TAG.sub("#", item.text),
+               tuple((_RANK_TAG.sub("#", c.text), c.hit, c.gap) for c in item.context)) if item.context else None
+        j = keys.get(key) if key is not None else None
+        if j is None:
+            if key is not None:
+                keys[key] = len(out)
+            ranks[len(out)] = {int(item.rank)} if item.rank.isdigit() else set()
+            out.append(item)
+            continue
+        first = out[j]
+        first.also.append(AlsoAt(f"{item.source}:{item.line}" if item.line else item.source, item.anchor, item.rank))
+        if item.rank.isdigit():
+            ranks[j].add(int(item.rank))
+        if len(ranks[j]) > 1:
+            first.rank_label = i18n.fmt(t, "ranks_badge", ranks=rank_ranges(ranks[j]))
+        first.also_label = i18n.fmt(t, "ev_same_lines", n=len(first.also))
+    return out
 
 
 def _merge_overlapping(items: list[EvidenceItem], cited, t) -> list[EvidenceItem]:
@@ -418,31 +577,43 @@ def _merge_overlapping(items: list[EvidenceItem], cited, t) -> list[EvidenceItem
     return out
 
 
-def _finding(f, t, anchors, lang: str = "en") -> FindingRow:
-    ev = [EvidenceItem(source=str(e.source), line=_str(e.line), rank=_str(e.rank), text=_cited(e.text),
+def _finding(f, t, anchors, lang: str = "en", root=None) -> FindingRow:
+    from postmortem import advice
+    ev = [EvidenceItem(source=str(e.source), line=_str(e.line), rank=_str(e.rank), text=clip(e.text, MAX_CITED_CHARS),
                        anchor=anchors.get(str(e.source), "")) for e in f.evidence[:MAX_OTHER_EVIDENCE]]
     ranks = rank_ranges(f.culprit_ranks)
+    same = root is not None and f.category == root.category
     row = FindingRow(confidence=f"{f.confidence:.2f}", category=f.category,
-                     words=i18n.category_words(t, f.category), title=f.title, rule=f.rule, severity=f.severity,
-                     ranks=ranks or t["none"],
-                     relation=i18n.fmt(t, "f_cascade_of", rule=f.cascade_of) if f.cascade_of else t["f_independent"],
-                     cascade=bool(f.cascade_of), explanation=f.explanation, remediation=f.remediation, evidence=ev)
+                     words=i18n.category_words(t, f.category), title=advice.tidy(f.title), rule=f.rule,
+                     severity=f.severity, ranks=ranks or t["none"],
+                     relation=(t["f_same_failure"] if same else t["f_consequence"]) if f.cascade_of
+                     else t["f_independent"],
+                     cascade=bool(f.cascade_of), explanation=advice.tidy(f.explanation), remediation=f.remediation,
+                     evidence=ev)
     if lang != "en":
         row.title, row.title_lang = sentence(f, lang), t["html_lang"]
-        fix = i18n.advice(lang, f.rule, f.remediation)
+        fix = advice.finding_fix(f, lang)
         if fix:
             row.remediation, row.fix_lang = fix, t["html_lang"]
     return row
 
 
-def _sources(src: pd.DataFrame, t, anchors, limit) -> tuple[list[SourceRow], str, str]:
+def _sources(src: pd.DataFrame, t, anchors, limit, lang: str = "en", ranks=None) -> tuple[list[SourceRow], str, str]:
     rows = []
     bad = src["problem"].notna()
     keep = bad | ((~bad).cumsum() <= limit)
+    # a file's host where its path does not say: the host its rank ran on (the rank table's, from NCCL or the lines)
+    host_of = {}
+    if ranks is not None and len(ranks) and "host" in ranks:
+        host_of = {int(r): str(h) for r, h in zip(ranks["rank"], ranks["host"]) if isinstance(h, str) and h}
     for rec in src[keep].to_dict("records"):
+        host = _str(rec["host"])
+        if not host and _line_no(rec["rank"]) is not None:
+            host = host_of.get(_line_no(rec["rank"]), "")
         rows.append(SourceRow(anchor=anchors.get(str(rec["source"]), ""), source=str(rec["source"]),
-                              kind=_str(rec["kind"]), rank=_str(rec["rank"]), host=_str(rec["host"]),
-                              bytes=_human_bytes(rec["bytes"]), lines=_str(rec["lines"]), problem=_str(rec["problem"])))
+                              kind=i18n.value_words(lang, "kind_", _str(rec["kind"])), rank=_str(rec["rank"]),
+                              host=host, bytes=_human_bytes(rec["bytes"]), lines=_str(rec["lines"]),
+                              problem=_str(rec["problem"])))
     total = src["bytes"].dropna().sum() if len(src) else 0
     summary = i18n.fmt(t, "sources_summary", n=len(src), bad=int(bad.sum()), bytes=_human_bytes(total))
     hidden = int((~keep).sum())
@@ -450,84 +621,183 @@ def _sources(src: pd.DataFrame, t, anchors, limit) -> tuple[list[SourceRow], str
 
 
 MAX_END_ROWS = 40
+GROUP_ABOVE = 16          # up to this many ranks every rank has its own row; above it ranks that ended alike share one
 
 
-def end_rows(ranks, culprits) -> tuple[list[EndRow], int]:
-    """The `ranks` table as report rows: ranks that ended alike share a row (culprits first); at most MAX_END_ROWS,
-    and how many more groups there were."""
+def _stack_rows(stacks) -> dict[str, dict]:
+    """`source:line` -> stacks row, to name the user's frame of a rank's end stack."""
+    if stacks is None or not len(stacks):
+        return {}
+    at = [f"{s}:{int(ln)}" if ln == ln and ln is not None and ln is not pd.NA else str(s)
+          for s, ln in zip(stacks["source"], stacks["line"])]
+    return dict(zip(at, stacks.to_dict("records")))
+
+
+def _doing(rec: dict, stacks: dict, t, lang: str) -> str:
+    """What a rank was doing at the end, in words: its end stack's class and the frame in the user's code (or the
+    deciding frame), else its last activity."""
+    from postmortem.stacks import blocking_frame, last_user_frame
+
+    def cell(v) -> str:
+        return "" if v is None or (not isinstance(v, (str, list)) and v != v) else str(v)
+    cls = cell(rec.get("stack_class"))
+    if cls:
+        row = stacks.get(cell(rec.get("stack_at")))
+        frames = row.get("frames") if row else None
+        where = cell(rec.get("stack_where"))
+        if isinstance(frames, list) and frames:
+            f = last_user_frame(frames) or blocking_frame(frames)
+            if f:
+                file = str(f.get("file") or "").rsplit("/", 1)[-1]
+                where = f"{f.get('func')} ({file}:{f.get('line')})" if f.get("line") is not None else \
+                    f"{f.get('func')} ({file})" if file else str(f.get("func"))
+        words = t.get(f"stk_{cls}", cls.replace("_", " ")) if cls != "unknown" else ""
+        return f"{words}: {where}" if words and where else words or where
+    act = cell(rec.get("last_activity"))
+    return i18n.value_words(lang, "act_", act) if act and act != "unknown" else ""
+
+
+def end_rows(ranks, culprits, affected=(), t=None, lang: str = "en", stacks=None,
+             stopped: dict | None = None) -> tuple[list[EndRow], int]:
+    """The `ranks` table as report rows: one per rank for small jobs, else ranks that ended alike share a row
+    (culprits first, then the ranks that waited); at most MAX_END_ROWS, and how many more groups there were."""
     if ranks is None or ranks.empty:
         return [], 0
+    t = t or i18n.catalogue(lang)
+    stacks_at = _stack_rows(stacks)
+    stopped = stopped or {}
+    culprits, affected = set(culprits), set(affected)
 
     def cell(v) -> str:
         return "" if v is None or (not isinstance(v, (str, list)) and v != v) else str(v)
 
+    alone = len(ranks) <= GROUP_ABOVE
     groups: dict[tuple, list[int]] = {}
+    shown_err: dict[tuple, str] = {}
     for rec in ranks.to_dict("records"):
-        doing = cell(rec.get("stack_where")) and f"{cell(rec.get('stack_class')).replace('_', ' ')}: {cell(rec.get('stack_where'))}"
-        doing = doing or cell(rec.get("last_activity")).replace("_", " ")
+        r = int(rec["rank"])
+        role = "culprit" if r in culprits else "affected" if r in affected else "other"
+        doing = _doing(rec, stacks_at, t, lang)
         coll = ""
         if cell(rec.get("last_enqueued")) or cell(rec.get("last_completed")):
             coll = f"{cell(rec.get('last_enqueued')) or '?'} / {cell(rec.get('last_completed')) or '?'}"
         elif cell(rec.get("last_started")):
             coll = f"#{cell(rec.get('last_started'))}"
-        err = cell(rec.get("first_error"))
-        err = err.split(":", 1)[0] + (": " + err.split(":", 1)[1][:90].strip() if ":" in err else "")
-        key = (int(rec["rank"]) in culprits, cell(rec.get("last_step")), doing, coll, err, cell(rec.get("exit")))
-        groups.setdefault(key, []).append(int(rec["rank"]))
+        err = clip(cell(rec.get("first_error")), 140)
+        ended = t.get(f"ended_{cell(rec.get('end'))}", "") if cell(rec.get("end")) else ""
+        # ranks name themselves in their errors ("[Rank 7] Watchdog caught ..."): alike once that is masked
+        key = (r if alone else None, role, cell(rec.get("last_step")), doing, coll, _RANK_TAG.sub("#", err),
+               cell(rec.get("exit")), ended)
+        groups.setdefault(key, []).append(r)
+        shown_err.setdefault(key, err)
     if len(groups) > MAX_END_ROWS:
-        groups = _alike(groups)
-    rows = [EndRow(rank_ranges(members), len(members), key[0], key[1], key[2], key[3], key[4], key[5])
-            for key, members in sorted(groups.items(), key=lambda kv: (not kv[0][0], kv[1][0]))]
+        groups, shown_err = _alike(groups, shown_err)
+    order = {"culprit": 0, "affected": 1, "other": 2}
+    rows = []
+    for key, members in sorted(groups.items(), key=lambda kv: (order[kv[0][1]], kv[1][0])):
+        _, role, step, doing, coll, _, ex, ended = key
+        err = shown_err[key]
+        where = [stopped[m] for m in members if stopped.get(m)]
+        stop = where[0] if where and len(set(where)) == 1 else f"{min(where)} … {max(where)}" if where else ""
+        if not where and role == "culprit" and not (step or doing or err or ex):
+            stop = t["fig_silent"]
+        label = rank_ranges(members) + (f" ({len(members)})" if len(members) > 1 else "")
+        rows.append(EndRow(label, len(members), role == "culprit", step, doing, coll, err, ex, role=role,
+                           role_words={"culprit": t["role_culprit"], "affected": t["role_affected"]}.get(role, ""),
+                           stopped=stop, ended=ended))
     return rows[:MAX_END_ROWS], max(0, len(rows) - MAX_END_ROWS)
 
 
 _NUMBER = re.compile(r"\d+")
 
 
-def _alike(groups: dict) -> dict:
-    """Groups of ranks that ended alike, ignoring the numbers that only say which rank it was (`[Rank 41]`, its
-    pid, its time) and where each stopped counting steps (shown as a range): a job of thousands of ranks, whose end
-    rows would otherwise be one per rank. Each row shows its lowest rank's error as the example."""
+def _alike(groups: dict, shown_err: dict) -> tuple[dict, dict]:
+    """Groups of ranks that ended alike, ignoring the numbers that only say which one it was (its pid, its time, a
+    count in its message) and where each stopped counting steps (shown as a range): a job of thousands of ranks,
+    whose end rows would otherwise be one per rank. Each row shows its lowest rank's words as the example."""
     merged: dict = {}
     for key, members in groups.items():
-        culprit, step, doing, coll, err, exit_ = key
+        _, role, step, doing, coll, err, ex, ended = key
         # (the error is shown cut at a length: masked, its start is what ranks that ended alike share)
-        alike = (culprit, _NUMBER.sub("N", doing), coll, _NUMBER.sub("N", err)[:60], _NUMBER.sub("N", exit_))
+        alike = (role, _NUMBER.sub("N", doing), coll, _NUMBER.sub("N", err)[:60], _NUMBER.sub("N", ex), ended)
         got = merged.setdefault(alike, [[], [], None])
         got[0].extend(members)
         if step:
             got[1].append(int(step))
-        if got[2] is None or min(members) < got[2][0]:
-            got[2] = (min(members), doing, err, exit_)
+        if got[2] is None or members[0] < got[2][0]:
+            got[2] = (members[0], key)
     out: dict = {}
-    for (culprit, _, coll, _, _), (members, steps, (_, doing, err, exit_)) in merged.items():
+    errs: dict = {}
+    for members, steps, (_, key) in merged.values():
+        _, role, _, doing, coll, err, ex, ended = key
         lo, hi = (min(steps), max(steps)) if steps else (None, None)
         step = "" if lo is None else str(lo) if lo == hi else f"{lo}–{hi}"
-        out[(culprit, step, doing, coll, err, exit_)] = sorted(members)
-    return out
+        new = (None, role, step, doing, coll, err, ex, ended)
+        out[new] = sorted(members)
+        errs[new] = shown_err[key]
+    return out, errs
+
+
+MAX_ODD_ROWS = 8
+
+
+def odd_rows(odd, t) -> tuple[list[OddRow], int]:
+    """The odd-lines table as report rows: the suspects first, then the rest that are not cascades; at most
+    MAX_ODD_ROWS, and how many more there were."""
+    if odd is None or odd.empty:
+        return [], 0
+    keep = odd[odd["suspect"] | ~odd["cascade"]]
+    rows = []
+    for rec in keep.to_dict("records"):
+        kind = "new" if rec["kind"] == "new" else rec["kind"]
+        at = ", ".join(str(x) for x in (rec["at"] or [])[:2])
+        rows.append(OddRow(rank_ranges([int(r) for r in rec["ranks"]]), t[f"odd_{kind}"], clip(str(rec["example"]), 200),
+                           at, bool(rec["suspect"]), rec["new"] is True))
+    return rows[:MAX_ODD_ROWS], max(0, len(rows) - MAX_ODD_ROWS)
 
 
 def _fill_rank_sections(view: ReportView, analysis, model, t) -> None:
-    culprits = set(analysis.verdict.culprit_ranks) if analysis.verdict else set()
-    view.end_rows, more = end_rows(getattr(analysis, "ranks", None), culprits)
+    root = analysis.finding_list[0] if analysis.finding_list and analysis.verdict is not None \
+        and analysis.verdict.category != "no_failure" else None
+    culprits = set(root.culprit_ranks) if root else set()
+    affected = set(root.affected_ranks) if root else set()
+    stopped = {s.rank: s.last_where for s in model.summaries if s.rank is not None}
+    view.end_rows, more = end_rows(getattr(analysis, "ranks", None), culprits, affected, t, view.lang,
+                                   analysis.tables.stacks, stopped)
     view.end_more = i18n.fmt(t, "end_more", n=more) if more else ""
-    role_words = {"culprit": t["role_culprit"], "affected": t["role_affected"], "other": t["role_other"],
-                  "unattributed": t["role_unattributed"]}
-    for lane in model.lanes:
-        view.timeline_rows.append(LaneRow(
-            ranks=t["unattributed_label"] if lane.unattributed else rank_ranges(lane.ranks),
-            count=len(lane.ranks), role=lane.role, role_words=role_words[lane.role], first=lane.first_where,
-            last=lane.last_where, errors=lane.n_errors, how=t["fig_silent"] if lane.silent else _cited(lane.how)[:240]))
+    view.end_has = {"step": any(r.last_step for r in view.end_rows), "doing": any(r.doing for r in view.end_rows),
+                    "coll": any(r.collectives for r in view.end_rows),
+                    "error": any(r.first_error for r in view.end_rows), "exit": any(r.exit for r in view.end_rows),
+                    "stopped": any(r.stopped for r in view.end_rows), "ended": any(r.ended for r in view.end_rows)}
+    view.odd_rows, more = odd_rows(analysis.tables.frames.get("odd_lines"), t)
+    view.odd_more = i18n.fmt(t, "odd_more", n=more) if more else ""
     if model.lanes:
-        view.timeline_axis = t["timeline_axis_time"] if model.axis.mode == "time" else \
-            t["timeline_axis_unread"] if lines_carry_times(analysis.tables) else t["timeline_axis_line"]
+        view.timeline_rows = [None] * len(model.lanes)   # the chart has lanes: the section is shown
+        view.timeline_axis = _axis_words(model.axis, analysis, t)
     if model.merged_groups:
         view.timeline_notes.append(i18n.fmt(t, "lanes_more", n=model.merged_groups))
     if model.silent and model.lanes:
         view.timeline_notes.append(i18n.fmt(t, "silent_ranks", ranks=rank_ranges(model.silent)))
+    if model.untimed_left_out:
+        view.timeline_notes.append(i18n.fmt(t, "timeline_untimed_out", n=model.untimed_left_out))
     view.steps_rows = _step_rows(model, t)
     if model.steps_phase:
         view.steps_phase = i18n.fmt(t, "steps_phase_note", phase=i18n.phase_words(t, model.steps_phase))
+    view.steps_axis = _steps_axis_words(model, t)
+
+
+def _axis_words(axis, analysis, t) -> str:
+    if axis.mode == "time":
+        return t["timeline_axis_time"]
+    if lines_carry_times(analysis.tables):
+        return t["timeline_axis_unread"]
+    return t["timeline_axis_order"]
+
+
+def _steps_axis_words(model, t) -> str:
+    if not model.step_last:
+        return ""
+    return t["steps_axis_time"] if model.step_axis.mode == "time" else t["steps_axis_order"]
 
 
 def _add_figures(view: ReportView, uris: dict, t) -> None:
@@ -535,7 +805,7 @@ def _add_figures(view: ReportView, uris: dict, t) -> None:
     for name, attr, alt in (("timeline", "timeline_fig", "fig_timeline_alt"), ("steps", "steps_fig", "fig_steps_alt"),
                             ("gpu_memory", "gpu_fig", "fig_gpu_alt")):
         if uris.get(name) is not None:
-            setattr(view, attr, FigureView(name, uris[name], t[alt]))
+            setattr(view, attr, FigureView(name, uris[name], t[alt], uris.get(f"{name}_narrow") or ""))
 
 
 def _step_rows(model, t) -> list[StepRow]:
@@ -552,7 +822,9 @@ def _step_rows(model, t) -> list[StepRow]:
         label = rank_ranges(known)
         if len(known) < len(members):
             label = ", ".join(x for x in (label, t["unattributed_label"]) if x)
-        first = min(members, key=lambda m: m["x"])
+        if len(members) > 1:
+            label += f" ({len(members)})"
+        first = min(members, key=lambda m: (m["x"] != m["x"], m["x"]))
         rows.append(StepRow(ranks=label, count=len(members), last_step=step, behind=front - step,
                             behind_text=str(front - step) if front - step else t["steps_front"], when=first["where"]))
     return rows[:MAX_STEP_ROWS]
@@ -580,6 +852,8 @@ def _fill_table_sections(view: ReportView, analysis, gm, t) -> None:
         view.stacks_least = i18n.fmt(t, "stacks_least", ranks=summary.least) + (
             f" ({summary.least_why})" if summary.least_why else "")
     rows, hidden = sections.collective_rows(tables.collectives, t["coll_default_pg"])
+    for r in rows:
+        r.state = i18n.value_words(view.lang, "state_", r.state) if r.state else ""
     view.coll_rows = rows
     view.coll_more = i18n.fmt(t, "coll_more", n=hidden) if hidden else ""
     view.nccl = sections.nccl_view(tables.nccl)
@@ -591,6 +865,7 @@ def _fill_table_sections(view: ReportView, analysis, gm, t) -> None:
 def _nav(view: ReportView, t) -> list[NavItem]:
     empty = {
         "verdict": False, "evidence": not view.evidence, "timeline": not (view.timeline_rows or view.end_rows),
+        "odd": not view.odd_rows,
         "steps": not view.steps_rows, "gpu": not view.gpu_rows, "stacks": not view.stack_classes,
         "collectives": not view.coll_rows, "nccl": view.nccl is None, "findings": not view.findings,
         "gaps": not view.gaps, "sources": not view.sources,

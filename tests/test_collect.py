@@ -138,6 +138,47 @@ def test_gloo_hang_is_caught_in_the_act_and_the_verdict_names_rank_and_function(
     assert v["summary"] in stderr
 
 
+# --- 1b. a plain DDP job (issue 26): lines without a rank, the wait hidden in backward's C++
+
+def test_plain_ddp_hang_every_line_has_a_rank_and_the_backward_wait_reads_as_a_collective(collector):
+    """`step N loss X` printed by every rank with no rank in it; rank 1 stalls loading the batch of step 12 while
+    rank 0 waits in DDP's gradient all-reduce, which its Python stack shows only as `_engine_run_backward`."""
+    _torch_or_skip()
+    from postmortem.collect.watchdog import find_pyspy
+    if find_pyspy() is None:   # where the collector looks: beside this Python, then PATH
+        pytest.skip("py-spy is not installed (pip install -e '.[test]' installs it)")
+    c = collector(["--stall-after", "4"],
+                  [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                   str(JOBS / "ddp_stall.py")], env={"DDP_STALL_TIMEOUT_S": "12"})
+    rc = c.wait()
+    assert rc == 1, c.stderr.decode("utf-8", "replace")
+    # every line a rank printed says which rank: on the console copy (torchrun's tee, global-rank prefix) ...
+    steps = [ln for ln in (c.node_dir / "stdout.log").read_text().splitlines() if "loss" in ln]
+    assert steps and all(re.search(r"\] \[rank[01]\]:step \d+ loss", ln) for ln in steps), steps[:5]
+    # ... and in torchrun's per-rank files
+    per_rank = sorted((c.node_dir / "torchrun").glob("*/attempt_0/*/stdout.log"))
+    assert [p.parent.name for p in per_rank] == ["0", "1"] and all("step 1 loss" in p.read_text() for p in per_rank)
+    # the manifest names each rank's pid, and the dumps are those pids
+    m = c.manifest()
+    pids = {p["rank"]: p["pid"] for p in m["processes"] if p["role"] == "rank"}
+    assert set(pids) == {0, 1}
+    dumped = {d["pid"]: d for s in m["stall_dumps"] for d in s["dumped"]}
+    assert pids[0] in dumped and pids[1] in dumped
+
+    analysis = postmortem.analyze(str(c.out))
+    st = analysis.tables.stacks
+    st = st[st["source"].str.contains("pyspy/")]
+    assert set(st["rank"].dropna().astype(int)) >= {0, 1}
+    if dumped[pids[0]]["native"]:   # where py-spy can unwind native frames the c10d wait is in rank 0's stack
+        from postmortem.stacks import classify_frames
+        rank0 = st[(st["rank"] == 0) & (st["thread_name"] == "MainThread")]["frames"].iloc[-1]
+        assert any("c10d::" in str(f.get("func")) for f in rank0)
+        assert classify_frames(rank0) == "collective_wait"
+        v = analysis.verdict
+        assert v.culprit_ranks == [1] and v.category == "straggler", v
+        assert "load_batch" in v.summary and "OMP" not in v.summary
+
+
 # --- 2. exit codes and signals pass through
 
 @pytest.mark.parametrize("code", [0, 3, 42])

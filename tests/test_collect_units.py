@@ -63,6 +63,61 @@ def test_evidence_env_treats_aliases_as_one_setting_and_follows_the_torch_versio
     assert {"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"} <= set(unknown)
 
 
+def test_evidence_env_asks_torchrun_to_tee_every_rank_with_its_global_rank():
+    _, added = env_mod.evidence_env({}, "/e", torch_version=(2, 13), command=["torchrun", "train.py"])
+    assert added["PET_TEE"] == "3" and added["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] == "[rank${rank}]:"
+
+
+@pytest.mark.parametrize("environ, command", [
+    ({"PET_TEE": "0"}, ["torchrun", "train.py"]),                  # the user's own tee setting
+    ({"PET_REDIRECTS": "3"}, ["torchrun", "train.py"]),            # redirects only: a quiet console was chosen
+    ({}, ["torchrun", "--redirects", "3", "train.py"]),            # the flags beat PET_*: chosen on the command line
+    ({}, ["torchrun", "--tee=1", "train.py"]),
+    ({}, ["python", "-m", "torch.distributed.run", "-t", "3", "train.py"]),
+])
+def test_evidence_env_leaves_torchruns_output_to_a_user_who_chose(environ, command):
+    env, added = env_mod.evidence_env(environ, "/e", torch_version=(2, 13), command=command)
+    assert "PET_TEE" not in added and "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE" not in added
+    assert {k: env[k] for k in environ} == environ
+
+
+def test_evidence_env_keeps_the_users_prefix_template():
+    env, added = env_mod.evidence_env({"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[${role_name}${local_rank}]:"},
+                                      "/e", torch_version=(2, 13), command=["torchrun", "x.py"])
+    assert added["PET_TEE"] == "3" and env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] == "[${role_name}${local_rank}]:"
+
+
+def test_rank_census_keeps_each_rank_process_once_with_its_first_sighting(monkeypatch):
+    tree = [procs.Proc(pid=10, ppid=1, role="launcher"), procs.Proc(pid=11, ppid=10, rank=0, local_rank=0, role="rank"),
+            procs.Proc(pid=12, ppid=10, rank=1, local_rank=1, role="rank"), procs.Proc(pid=13, ppid=1, role="proc")]
+    monkeypatch.setattr(procs, "job_processes", lambda root, env, light=False: tree)
+    census = procs.RankCensus()
+    census.look(10, {}, "t1")
+    tree[2] = procs.Proc(pid=12, ppid=10, rank=7, role="rank")   # a later look does not rewrite what was seen
+    census.look(10, {}, "t2")
+    recs = census.records()
+    assert [(r["pid"], r["rank"], r["role"], r["first_seen"]) for r in recs] == [
+        (10, None, "launcher", "t1"), (11, 0, "rank", "t1"), (12, 1, "rank", "t1")]
+
+
+def test_manifest_pids_name_the_ranks_of_rankless_stack_dumps(tmp_path):
+    import json
+
+    import postmortem
+    node = tmp_path / "n0"
+    (node / "pyspy").mkdir(parents=True)
+    (node / "manifest.json").write_text(json.dumps({
+        "collector": "postmortem-collect", "host": "gpu7.example", "exit_code": 1,
+        "processes": [{"pid": 5205, "rank": 3, "local_rank": 3, "role": "rank"},
+                      {"pid": 5100, "rank": None, "local_rank": None, "role": "launcher"}]}))
+    # a dump someone took by hand: py-spy names the process, not the rank
+    (node / "pyspy" / "dump.txt").write_text(
+        "Process 5205: /usr/bin/python -u train.py\nPython v3.11.7 (/usr/bin/python3.11)\n\n"
+        "Thread 5205 (idle): \"MainThread\"\n    load_batch (train.py:18)\n    <module> (train.py:42)\n")
+    stacks = postmortem.analyze(str(tmp_path)).tables.stacks
+    assert stacks["rank"].tolist() == [3]
+
+
 def _p(pid, ppid, **env) -> procs.Proc:
     return procs.Proc(pid=pid, ppid=ppid, environ={k: str(v) for k, v in env.items()}, is_python=True)
 

@@ -60,9 +60,11 @@ def _plain_strip(line: str) -> tuple[str, dict]:
         if g.get("ts"):  # of stacked stamps the innermost is the line's own time
             info["ts"] = g["ts"]
         msg = msg[found.end():]
-    lvl = p._level(msg)
-    if lvl:
-        info["level"] = lvl
+    m = p._level(msg)
+    if m is not None:
+        info["level"] = m.group("level")
+        if "ts" not in info and m.group("mmdd"):
+            info["ts"] = f"--{m.group('mmdd')[:2]}-{m.group('mmdd')[2:]}T{m.group('hms')}{m.group('frac')}"
     return msg, info
 
 

@@ -76,8 +76,19 @@ def synthetic(world: int = 8, culprit: int = 3, timed: bool = True, log_dir: str
     src.append({"source": "smi.csv", "kind": "nvidia_smi", "bytes": 300, "lines": 13, "parsed_ok": True})
     src.append({"source": "blob.bin", "kind": "binary", "bytes": 30, "lines": 0, "parsed_ok": False,
                 "problem": f"binary file {XSS} not parsed"})
+    last = []  # each rank's last lines: the culprit announced a batch nobody else loaded, the others timed out
+    for r in range(world):
+        lines = [f"step 40 loss 1.25 rank {r}", f"loading oversized batch 41 {XSS}" if r == culprit else
+                 f"[Rank {r}] Watchdog caught collective operation timeout"]
+        for i, text in enumerate(lines):
+            last.append({"source": f"rank{r}.log", "line": 58 + i, "rank": r, "key": hash(text.replace(str(r), "")
+                         .replace("0", "")) % (1 << 31) if r != culprit or i == 0 else 7, "message": text,
+                         "seen": False, "distance": len(lines) - 1 - i})
     tables = _tables({"world_size": world, "world_size_inferred": False, "ranks_seen": list(range(world))},
-                     events=ev, steps=steps, collectives=coll, stacks=stacks, gpu=gpu, nccl=nccl, sources=src)
+                     events=ev, steps=steps, collectives=coll, stacks=stacks, gpu=gpu, nccl=nccl, sources=src,
+                     last_lines=last)
+    from postmortem.odd_lines import odd_lines
+    tables.frames["odd_lines"] = odd_lines(tables)
     root = Finding(rule="oom-in-train", category="gpu_oom", confidence=0.86, title=f"CUDA OOM on rank {culprit}",
                    explanation=f"Rank {culprit} ran out of memory at step 40.", remediation="Lower the batch size.",
                    phase="train", culprit_ranks=[culprit], affected_ranks=range(world), step=40,
@@ -233,7 +244,7 @@ def test_culprit_without_lines_still_gets_a_lane():
     job.tables.meta["world_size"] = 9
     tl = section(render_html(job, generated_at="x"), "timeline")
     first = re.search(r"<tbody>\s*<tr[^>]*>(.*?)</tr>", tl, re.S).group(1)
-    assert "<td>8</td>" in first and "no line names this rank" in first
+    assert '<span class="pm-rk">8</span>' in first and "no line names this rank" in first
 
 
 def test_missing_source_file_gives_a_note_not_an_error(html):
@@ -242,36 +253,41 @@ def test_missing_source_file_gives_a_note_not_an_error(html):
 
 def test_timeline_has_a_lane_per_rank_for_small_jobs(html):
     tl = section(html, "timeline")
-    assert tl.count("<tr class=\"role-") == 8
-    assert 'class="role-culprit is-hot"><td>3</td>' in tl
+    assert tl.count("<tr class=\"role-") == 8            # one row per rank, the two rank tables now one
+    assert 'class="role-culprit is-hot"><td data-label="Ranks"><span class="pm-rk">3</span>' in tl
     assert "data:image/png;base64," in tl
-    assert "UTC timestamps" in tl
+    assert "times from the logs" in tl
+    assert ">Count<" not in tl                              # a column that would always say 1
 
 
 def test_timeline_groups_identical_ranks_at_1024():
     html = render_html(synthetic(world=1024, culprit=700), generated_at="x")
     tl = section(html, "timeline")
     assert tl.count("<tr class=\"role-") == 2
-    assert "<td>0-699, 701-1023</td><td class=\"num\">1023</td>" in tl
+    assert '<span class="pm-rk">0-699, 701-1023 (1023)</span>' in tl
     steps = section(html, "steps")
-    assert "<td>700</td><td class=\"num\">1</td><td class=\"num\">40</td><td class=\"num\">10</td>" in steps
+    assert ('<span class="pm-rk">700</span></td><td class="num" data-label="Last step">40</td>'
+            '<td class="num" data-label="Behind the front by">10</td>') in steps
 
 
 def test_untimed_logs_fall_back_to_line_positions():
     html = render_html(synthetic(timed=False), generated_at="x")
     tl = section(html, "timeline")
-    assert "no timestamps" in tl and "<td class=\"wrap\">rank3.log:1</td>" in tl
+    assert "No source gives a time" in tl and 'data-label="Last line">rank3.log:' in tl
+    assert "data:image/png" not in tl                      # no chart of line counts passed off as a timeline
 
 
 def test_steps_list_laggards_first(html):
-    rows = re.findall(r"<tr( class=\"is-warm\")?><td>([^<]*)</td>", section(html, "steps"))
-    assert rows[0] == (' class="is-warm"', "3") and rows[1] == ("", "0-2, 4-7")
+    rows = re.findall(r'<tr( class="is-warm")?><td data-label="Ranks"><span class="pm-rk">([^<]*)</span>',
+                      section(html, "steps"))
+    assert rows[0] == (' class="is-warm"', "3") and rows[1] == ("", "0-2, 4-7 (7)")
 
 
 def test_gpu_memory_marks_the_oom(html):
     gpu = section(html, "gpu")
     assert "first out-of-memory error (2026-03-01 10:07:00)" in gpu
-    assert "<td>1</td><td></td><td class=\"num\">80,000</td><td class=\"num\">81,920</td>" in gpu
+    assert ('<td data-label="GPU">1</td><td data-label="Bus id"></td><td class="num" data-label="Peak used (MiB)">'
+            '80,000</td><td class="num" data-label="Total (MiB)">81,920</td>') in gpu
 
 
 def test_merged_stacks_highlight_the_odd_rank(html):
@@ -285,8 +301,8 @@ def test_merged_stacks_highlight_the_odd_rank(html):
 def test_collectives_show_the_rank_behind(html):
     co = section(html, "collectives")
     hot = re.search(r'<tr class="is-hot">.*?</tr>', co).group(0)
-    assert "<td class=\"num\">811</td>" in hot and ">3 <span" in hot
-    assert "<td>0-2, 4-7</td>" in co
+    assert 'data-label="Last seq">811</td>' in hot and '<span class="pm-rk">3</span> <span' in hot
+    assert '<span class="pm-rk">0-2, 4-7 (7)</span>' in co
 
 
 def test_nccl_summary(html):
@@ -296,7 +312,8 @@ def test_nccl_summary(html):
 
 def test_findings_mark_cascades(html):
     f = section(html, "findings")
-    assert "cascade of oom-in-train" in f and "A collective timed out" in f
+    assert "a consequence of the verdict" in f and "A collective timed out" in f
+    assert "cascade of" not in f                           # no rule id where a reader wants words
 
 
 def test_gaps_are_copy_pastable(html):
@@ -327,7 +344,7 @@ def test_gpu_table_is_capped_but_keeps_faulty_gpus():
          "mem_used_mib": 1000.0 + i, "mem_total_mib": 81920.0, "snapshot": 0, "lost": i == n - 1,
          "ecc_uncorrected": 3.0 if i == n - 2 else None} for i in range(n)])
     gpu = section(render_html(job, generated_at="x"), "gpu")
-    rows = re.findall(r"<tr( class=\"is-hot\")?><td>(node\d+)</td><td>(\d)</td>", gpu)
+    rows = re.findall(r'<tr( class="is-hot")?><td data-label="Host">(node\d+)</td><td data-label="GPU">(\d)</td>', gpu)
     assert len(rows) == MAX_GPU_ROWS + 2                       # the first ones, then the two faulty GPUs
     assert rows[-2:] == [(' class="is-hot"', f"node{(n - 2) // 8:03d}", str((n - 2) % 8)),
                          (' class="is-hot"', f"node{(n - 1) // 8:03d}", str((n - 1) % 8))]
@@ -448,7 +465,8 @@ def test_steps_chart_of_many_ranks_draws_each_kind_of_mark_once():
     # legend entry (a name per identical line would not say which line is whose).
     series = {r: ([1, 2, 3], [10, 20, 30]) if r % 2 else ([1, 2], [10, 20 + r % 4]) for r in range(300)}
     last = [{"rank": r, "last_step": ys[-1]} for r, (_, ys) in series.items()]
-    fig = steps_figure(SimpleNamespace(step_series=series, step_last=last, step_axis=Axis("order")))
+    fig = steps_figure(SimpleNamespace(step_series=series, step_last=last, step_unit="step",
+                                       step_axis=Axis("time", pd.Timestamp("2026-01-01", tz="UTC"))))
     ax = fig.axes[0]
     assert len(ax.collections) == 2                 # the front in grey, the ranks behind in red
     assert sorted(x.get_text() for x in ax.texts) == ["stopped at 20", "stopped at 22"]
@@ -468,7 +486,8 @@ def test_steps_chart_labels_where_ranks_stopped_without_overlapping_labels():
     for r, (n, top) in enumerate([(5, 500)] * 10 + [(5, 510)] * 10 + [(9, 900)] * 10, start=40):
         series[r] = (list(range(1, n + 1)), [100 * i for i in range(1, n)] + [top])
     last = [{"rank": r, "last_step": ys[-1]} for r, (_, ys) in series.items()]
-    fig = figures.steps_figure(SimpleNamespace(step_series=series, step_last=last, step_axis=Axis("order")))
+    fig = figures.steps_figure(SimpleNamespace(step_series=series, step_last=last, step_unit="step",
+                                               step_axis=Axis("time", pd.Timestamp("2026-01-01", tz="UTC"))))
     assert [x.get_text() for x in fig.axes[0].texts] == ["stopped at 500", "stopped at 900"]
     assert _legend(fig) == ["ranks behind the front (30)", "other ranks"]
     # Spots far apart each get a label, the furthest behind first, up to MAX_STOP_LABELS.
@@ -560,3 +579,85 @@ def test_big_job_timeline_is_drawn_beside_with_the_same_bytes(monkeypatch):
         stop.set()
         other.join()
     assert figs_mod._draw_beside(model)
+
+
+# --- issue 26, item 7: the decisive line of each citation, once
+
+SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples")
+
+
+def _sample_view(name, lang="en"):
+    a = postmortem.analyze(os.path.join(SAMPLES, name, "logs"), quiet=True)
+    return a, build_view(a, lang=lang, generated_at="x", figures=False)
+
+
+def test_a_cited_traceback_shows_its_frame_in_user_code_and_its_exception():
+    from reports.decisive import decisive_lines
+    a = postmortem.analyze(os.path.join(SAMPLES, "uneven_batches_barrier", "logs"), quiet=True)
+    paths = {s.source: s.path for s in a.sources}
+    tb = a.tables.tracebacks
+    row = tb[tb["source"].str.endswith("attempt_0/0/stderr.log")].iloc[0]
+    lines = decisive_lines(a, row["source"], int(row["line"]), paths[row["source"]])
+    hits = [ln.text for ln in lines if ln.hit]
+    assert "Traceback (most recent call last)" in hits[0]
+    assert any('train.py", line 56' in h for h in hits)            # the frame that differs from the others' :65
+    assert "Timed out waiting" in hits[-1]                            # the exception
+    assert any(ln.gap for ln in lines)                                # lines in between left out, and marked
+
+
+def test_a_cited_error_json_is_decoded_into_lines():
+    from reports.decisive import decisive_lines
+    a = postmortem.analyze(os.path.join(SAMPLES, "rank_raises_mid_epoch", "logs"), quiet=True)
+    paths = {s.source: s.path for s in a.sources}
+    src = next(s for s in paths if s.endswith("attempt_0/2/error.json"))
+    lines = decisive_lines(a, src, 1, paths[src])
+    texts = [ln.text for ln in lines]
+    assert not any("\\n" in t for t in texts) and all(ln.no is None for ln in lines)
+    assert any("train.py" in t for t in texts) and any(t.startswith("ValueError") for t in texts)
+
+
+def test_a_stuck_thread_is_shown_with_the_thread_it_waits_on():
+    a, view = _sample_view("wandb_log_blocked")
+    block = view.evidence[0]
+    labels = [c.label for c in block.context if c.label]
+    assert labels and "wandb" in labels[0]                             # the wandb thread the main thread waits on
+    assert any("wandb-AsyncioManager-main" in c.text for c in block.context)
+    assert any(c.hit and "log_step (train.py:35)" in c.text for c in block.context)
+
+
+def test_the_same_lines_on_several_ranks_are_shown_once():
+    a, view = _sample_view("hung_rank_pyspy")   # rank 3 stuck in encoder_forward; ranks 0-2 in all_reduce
+    stacks = [e for e in view.evidence + view.evidence_folded if e.source.startswith("pyspy/")]
+    assert stacks[0].rank_label == "rank 3" and not stacks[0].also    # the rank that differs, on its own
+    grouped = [e for e in stacks if e.also]
+    assert len(grouped) == 1 and grouped[0].rank_label.startswith("ranks 0-")
+    assert all(x.where.startswith("pyspy/rank") for x in grouped[0].also)
+
+
+def test_charts_are_drawn_for_a_phone_too():
+    html = render_html(synthetic(), generated_at="x")
+    for sec in ("timeline", "steps", "gpu"):
+        assert '<source media="(max-width: 600px)" srcset="data:image/png;base64,' in section(html, sec), sec
+
+
+def test_timeline_arrows_stay_inside_the_plot():
+    from reports import ranks as ranks_mod
+    from reports.figures import NARROW_IN, timeline_figure
+    job = synthetic()
+    model = ranks_mod.build(job)
+    for width in (10.0, NARROW_IN):
+        ax = timeline_figure(model, width=width).axes[0]
+        lo, hi = ax.get_xlim()
+        arrows = [t for t in ax.texts if getattr(t, "arrow_patch", None) is not None]
+        assert arrows
+        for ann in arrows:
+            assert lo <= ann.xy[0] <= hi and lo <= ann.xyann[0] <= hi
+            assert ann.arrow_patch.get_clip_on()
+
+
+def test_table_values_are_in_the_reports_language():
+    html = render_html(synthetic(), generated_at="x", lang="zh")
+    assert ">日志<" in section(html, "sources") and "rank_log" not in section(html, "sources")
+    coll = section(html, "collectives")
+    assert "已超时" in coll and ">timeout<" not in coll
+    assert "结论的连锁反应" in section(html, "findings")

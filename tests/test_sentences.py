@@ -71,9 +71,62 @@ def test_checkpoint_story_names_the_ranks_it_blames():
 
 
 def test_every_rule_has_zh_advice():
+    from postmortem.advice import VARIANT_FIX_ZH, finding_fix
     from postmortem.rules import all_rules
-    from reports.i18n import ADVICE
-    assert sorted(r.id for r in all_rules()) == sorted(ADVICE["zh"])
+    for r in all_rules():
+        f = Finding(rule=r.id, category=r.category, confidence=0.9, title="t", explanation="e", remediation="r")
+        assert finding_fix(f, "zh"), r.id
+    assert all(VARIANT_FIX_ZH.values())
+
+
+@pytest.mark.parametrize("name", sorted(n for n in os.listdir(os.path.join(ROOT, "tests", "rules"))
+                                        if os.path.isdir(os.path.join(ROOT, "tests", "rules", n, "fire"))))
+def test_every_variant_a_rule_concludes_has_zh_fix_and_why(name):
+    """Each rule's firing bundle: every finding it makes, in whatever category, has a Chinese fix of its own variant,
+    and the verdict has a Chinese why and fix (issue 26: barrier skew must not get the straggler's text)."""
+    from postmortem import advice
+    a = postmortem.analyze(os.path.join(ROOT, "tests", "rules", name, "fire"), quiet=True)
+    for f in a.finding_list:
+        assert advice.finding_fix(f, "zh"), (f.rule, f.category)
+    if a.finding_list:
+        adv = advice.advise(a.finding_list, a.ranks)
+        assert advice.verdict_fix(adv, "zh") and advice.why_zh(adv, a.finding_list[0], a.ranks)
+
+
+def test_the_fix_follows_the_variant_not_the_rule_id():
+    """odd-rank-out-stack concludes straggler or barrier_skew: each gets its own advice, in both languages."""
+    from postmortem import advice
+    straggler = Finding(rule="odd-rank-out-stack", category="straggler", confidence=0.9, title="t", explanation="e",
+                        remediation="Find out why rank 3 is stuck in load (x.py:1)")
+    skew = Finding(rule="odd-rank-out-stack", category="barrier_skew", confidence=0.8, title="t", explanation="e",
+                   remediation="Make every rank call the same collectives in the same order.")
+    zs, zk = advice.finding_fix(straggler, "zh"), advice.finding_fix(skew, "zh")
+    assert zs != zk and "卡" in zs
+    adv = advice.advise([skew])
+    assert adv.mechanism == "divergent_collectives" and "相同顺序" in advice.verdict_fix(adv, "zh")
+
+
+def test_uneven_batches_get_the_remedy_of_uneven_batches_whoever_ranks_first():
+    """The flagship sample: the stacks rule (ranks at different call sites) ranks first, the step counts show the
+    mechanism; the fix shown is drop_last / Join / even shards, in English and Chinese, and categories, culprits and
+    confidences stay as decided."""
+    a = postmortem.analyze(os.path.join(ROOT, "samples", "uneven_batches_barrier", "logs"), quiet=True)
+    v, root = a.verdict, a.finding_list[0]
+    assert (v.category, v.culprit_ranks) == ("barrier_skew", [0])
+    assert (v.category, v.culprit_ranks, v.confidence) == (root.category, root.culprit_ranks, root.confidence)
+    assert root.rule not in ("uneven-progress",) and "drop_last" not in root.remediation   # the symptom's rule leads
+    assert v.mechanism == "uneven_batches"
+    for word in ("drop_last=True", "DistributedSampler", "Join"):
+        assert word in v.fix
+    assert "different numbers of batches" in v.why and "rank 0 stopped at step 60" in v.why
+    text = a.to_text()
+    assert "drop_last=True" in text.split("FIX", 1)[1].split("EVIDENCE", 1)[0]
+    zh = a.to_text(lang="zh")
+    assert "drop_last=True" in zh.split("如何修改", 1)[1] and "批次数不同" in zh
+    html = a.to_html(lang="zh")
+    fix = html.split('class="pm-fix"', 1)[1].split("</div>", 1)[0]
+    assert "drop_last=True" in fix and "Join" in fix
+    assert "卡在" not in fix                                # not the straggler's text
 
 
 def test_missing_values_of_any_kind_never_reach_the_sentence():
@@ -82,3 +135,25 @@ def test_missing_values_of_any_kind_never_reach_the_sentence():
     f.step = pd.NA
     assert "step" not in finding_sentence(f) and "<NA>" not in finding_sentence_zh(f)
     assert ranks_phrase([pd.NA, None, float("nan"), 2]) == "rank 2"
+
+
+def test_clip_cuts_at_a_word_and_says_so():
+    from postmortem.sentences import clip
+    assert clip("Timed out waiting 20000ms for recv", 12) == "Timed out …"
+    assert clip("short", 12) == "short"
+    assert clip("/a/very/long/path/without/spaces/at/all", 10).endswith(" …")   # a long token is cut, and says so
+
+
+def test_rule_texts_quote_messages_without_mid_word_cuts():
+    """ddp_unused_parameter's why quotes DDP's 500-character error: cut at a word with an ellipsis ("You can e)"
+    before)."""
+    a = postmortem.analyze(os.path.join(ROOT, "samples", "ddp_unused_parameter", "logs"), quiet=True)
+    why = a.verdict.why
+    assert "You can e)" not in why and " …)" in why
+
+
+def test_the_zh_fix_follows_the_phase_as_the_english_one_does():
+    a = postmortem.analyze(os.path.join(ROOT, "samples", "sampling_oom_step2000", "logs"), quiet=True)
+    from postmortem import advice
+    assert a.verdict.phase == "sample" and "sampling" in a.verdict.fix
+    assert "采样" in advice.verdict_fix(advice.advise(a.finding_list, a.ranks), "zh")

@@ -81,6 +81,9 @@ def test_signature_ignores_lines_natives_and_qualification():
     ("pyspy_dump_native.txt", "sleep_lock", "clock_nanosleep"),
     ("pyspy_dump.txt", "unknown", "leaf_sleep"),   # time.sleep without --native: nothing names the activity
     ("pyspy_launcher_4ranks_subprocesses.txt", "sleep_lock", "Popen._try_wait"),
+    # DDP's gradient all-reduce waits inside backward's C++: only the native frames say it is a collective
+    ("pyspy_native_ddp_backward_allreduce_wait.txt", "collective_wait", "c10d::Reducer::finalize_backward"),
+    ("pyspy_native_ddp_rank_stalled_in_load_batch.txt", "sleep_lock", "clock_nanosleep"),
 ])
 def test_classify_real_stacks(name, cls, blocking):
     frames = _main(name)
@@ -101,6 +104,13 @@ def test_classify_torchrun_dump():
     ([_f("c10d::ProcessGroupNCCL::WorkNCCL::wait", "libtorch_cuda.so", None, native=True),
       _f("step", "train.py")], "collective_wait"),
     ([_f("get", "torch/distributed/elastic/utils/store.py"), _f("main", "train.py")], "collective_wait"),
+    # native collective frames under backward (no c10d:: namespace in the name): still a collective wait
+    ([_f("gloo::AllreduceOptions::wait", "libgloo.so", None, native=True), _f("backward", "torch/_tensor.py")],
+     "collective_wait"),
+    ([_f("ncclAllReduce", "libnccl.so.2", None, native=True), _f("backward", "torch/_tensor.py")], "collective_wait"),
+    ([_f("at::native::allreduce_sparse", "libtorch_cpu.so", None, native=True), _f("step", "train.py")],
+     "collective_wait"),
+    ([_f("WorkGloo::wait", "libtorch_cpu.so", None, native=True), _f("step", "train.py")], "collective_wait"),
     ([_f("wait", "threading.py"), _f("get", "queue.py"), _f("_try_get_data", "torch/utils/data/dataloader.py"),
       _f("__next__", "torch/utils/data/dataloader.py"), _f("train", "train.py")], "data_loading"),
     ([_f("_pin_memory_loop", "torch/utils/data/_utils/pin_memory.py")], "data_loading"),

@@ -32,7 +32,8 @@ def test_evidence_lines_are_whole_wrapped_and_shown_once():
 
 def test_blank_citations_are_filled_from_their_file():
     block = _evidence_block(_sample("uneven_batches_barrier").to_text())
-    heads = [i for i, ln in enumerate(block) if not ln.startswith("      ")]
+    # every citation head (`file:line  [rank N]`) is followed by its text; the closing `... N more` line is no head
+    heads = [i for i, ln in enumerate(block) if not ln.startswith("      ") and not ln.strip().startswith("...")]
     for i in heads:
         assert i + 1 < len(block) and block[i + 1].startswith("      ") and block[i + 1].strip(), block
 
@@ -45,8 +46,9 @@ def test_no_gap_asks_for_what_the_lines_already_have():
 
 
 def test_flight_recorder_json_dumps_are_read_and_not_asked_for():
-    a = _sample("uneven_batches_barrier")         # fr/fr_rank_N.json
-    assert set(a.tables.sources[a.tables.sources["source"].str.startswith("fr/")]["kind"]) == {"flight_recorder"}
+    a = _sample("uneven_batches_barrier")         # node0/flight_recorder/nccl_trace_rank_N.json
+    fr = a.tables.sources[a.tables.sources["source"].str.contains("/flight_recorder/")]
+    assert len(fr) == 4 and set(fr["kind"]) == {"flight_recorder"}
     assert not any(g["missing"].startswith("flight-recorder") for g in a.evidence_gaps)
 
 

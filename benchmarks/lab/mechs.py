@@ -25,7 +25,7 @@ class Mech:
     root: str                       # root-cause template: {c} culprits, {step}, {ws}, {others}, {p[...]}
     launchers: list[str] = dataclasses.field(default_factory=lambda: ["torchrun-tee", "torchrun-console", "slurm"])
     per_launcher: int = 1
-    ws: tuple[int, ...] = (2, 3, 4)
+    ws: tuple[int, ...] = (2, 3, 3, 4, 4, 5, 6, 8)  # drawn uniformly from the tuple: 2-4 mostly, up to 8
     culprit: str = "any"            # any | zero | nonzero | none (every rank alike) | last
     steps: tuple[int, int] = (4, 12)
     total: int = 16
@@ -60,9 +60,10 @@ class Mech:
              "style": STYLE.get(launcher, "print")}
         if launcher == "slurm":
             p["jobid"] = rng.randint(100000, 999999)
-        if self.check in ("hang",) and launcher != "collect":
-            p["pyspy"] = rng.choice([None, "text", "text", "json", "native"])
-            p["fr"] = rng.random() < 0.3  # the job enables the flight recorder and dumps it from a watchdog thread
+        if self.check == "hang" or (self.check == "failed" and "pg_timeouts" in self.params):
+            if launcher != "collect":  # collect takes its own py-spy dumps on a stall
+                p["pyspy"] = rng.choice([None, "text", "text", "json", "native"])
+            p["fr"] = rng.random() < 0.5  # the job enables the flight recorder and dumps it from a watchdog thread
         if self.extra:
             p.update(self.extra(rng, ws, launcher))
         return p
@@ -76,7 +77,8 @@ class Mech:
 
     def limit(self, p: dict) -> float:
         """The job's hard time limit: start-up + the run + the process-group timeout + margin."""
-        return 40 + p["steps"] * (p["sleep"] + 0.05) + 2 * p["pg_timeout"] + p.get("extra_limit", 0)
+        return 40 + 4 * p.get("world", 2) + p["steps"] * (p["sleep"] + 0.05) + 2 * p["pg_timeout"] + \
+            p.get("extra_limit", 0)
 
     def root_cause(self, p: dict, ws: int, culprits: list[int], obs: dict, launcher: str) -> str:
         c = ", ".join(map(str, culprits)) if culprits else "every rank"

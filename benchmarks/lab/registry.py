@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from mechs import GENERIC, Mech
 
-HANG = {"pg_timeouts": [20, 25, 30]}
+HANG = {"pg_timeouts": [20, 25, 30, 40]}
 
 
 def rot(k: int, n: int = 4) -> list[str]:
@@ -111,7 +111,7 @@ _M = [
               "{others} all_reduce their metrics; the collectives do not match."),
     # ---- straggler ----
     dict(name="slow-data-prep", script="slow_data_prep.py", cls="straggler", categories=("straggler",), check="hang",
-         params=HANG,
+         params={**HANG, "fr_before_steps": True},
          root="main_process_first-style preprocessing: rank {c} tokenizes the corpus (pure CPU, no collective) for "
               "about 1.6 x the {p[pg_timeout]} s timeout while ranks {others} wait in dist.barrier() and time out."),
     dict(name="long-eval", script="long_eval.py", cls="straggler", categories=("straggler",), check="hang",
@@ -228,33 +228,42 @@ _M = [
               "resume state); then a normal end."),
 ]
 
-_FW = dict(ws=(2, 3), per_launcher=2)
+_FW = dict(ws=(2, 3, 3, 4), per_launcher=2)
+# Lightning starts ranks 1.. as children that import lightning again: under load they reach the store 20-30 s after
+# rank 0, and DDPStrategy(timeout) also bounds that wait
+PL_T = {"pg_timeouts": [45, 60]}
 _M += [
     dict(name="pl-keyerror-bad-record", script="pl_train.py", cls="rank_crash", categories=("rank_crash",),
-         check="exception", exc="KeyError", launchers=["lightning"], params={"pl_mech": "keyerror", "extra_limit": 60},
+         check="exception", exc="KeyError", launchers=["lightning"], params={"pl_mech": "keyerror", "extra_limit": 60, **PL_T},
          root="Lightning DDP on CPU: one record served to rank {c} at step {step} lacks 'label'; the dataset raises "
               "KeyError on rank {c}; ranks {others} wait in DDP's gradient all_reduce.", **_FW),
     dict(name="pl-watchdog-sigkill", script="pl_train.py", cls="host_oom", categories=("host_oom", "rank_crash"),
          check="oomkill", steps=(3, 6), launchers=["lightning"],
-         params={"pl_mech": "watchdog", "watchdog_mb": 900, "extra_limit": 60},
+         params={"pl_mech": "watchdog", "watchdog_mb": 900, "extra_limit": 60, **PL_T},
          root="Lightning DDP on CPU: from step {step} rank {c}'s training_step keeps 64 MB per step in a buffer; the "
               "memory watchdog SIGKILLs it at 900 MB RSS (exit -9, no traceback); ranks {others} fail in all_reduce "
               "or are ended by Lightning.", **_FW),
     dict(name="pl-rank0-only-barrier", script="pl_train.py", cls="barrier_skew", categories=("barrier_skew",),
          check="failed", culprit="zero", launchers=["lightning"],
-         params={"pl_mech": "rank0-barrier", "extra_limit": 60, **HANG},
+         params={"pl_mech": "rank0-barrier", "extra_limit": 60, **PL_T},
          root="Lightning DDP on CPU: in on_train_end only rank 0 saves and calls trainer.strategy.barrier(); ranks "
               "{others} have left fit() and exit, rank 0 waits alone in the barrier.", **_FW),
     dict(name="pl-long-step-metric", script="pl_train.py", cls="straggler", categories=("straggler",),
-         check="hang", launchers=["lightning"], params={"pl_mech": "long-eval", "extra_limit": 60, **HANG},
+         check="hang", launchers=["lightning"], params={"pl_mech": "long-eval", "extra_limit": 60, **PL_T},
          root="Lightning DDP on CPU: at step {step} rank {c}'s training_step computes an exact metric over its "
               "history in pure Python for ~1.6 x the {p[pg_timeout]} s timeout; ranks {others} wait in the gradient "
               "all_reduce and time out.", **_FW),
     dict(name="pl-max-steps", script="pl_train.py", cls="no_failure", categories=("no_failure",), check="clean",
-         steps=(6, 12), launchers=["lightning"], params={"pl_mech": "max-steps", "extra_limit": 60},
+         steps=(6, 12), launchers=["lightning"], params={"pl_mech": "max-steps", "extra_limit": 60, **PL_T},
          nearmiss_kind="near-miss",
          root="Lightning DDP on CPU: a clean run that stops at max_steps={step} ('`Trainer.fit` stopped: "
               "`max_steps={step}` reached.').", **_FW),
+    dict(name="pl-dl-worker-raises", script="pl_train.py", cls="dataloader_failure",
+         categories=("dataloader_failure", "rank_crash"), check="exception", exc="FileNotFoundError",
+         launchers=["lightning"], params={"pl_mech": "dl-raises", "extra_limit": 60, **PL_T},
+         root="Lightning DDP on CPU: the DataLoader worker of rank {c} opens a feature file that was never written "
+              "for a record of step {step} (FileNotFoundError in __getitem__); rank {c}'s main process re-raises it; "
+              "ranks {others} wait in DDP's gradient all_reduce.", **_FW),
     dict(name="hf-keyerror-bad-record", script="hf_train.py", cls="rank_crash", categories=("rank_crash",),
          check="exception", exc="KeyError", launchers=["hf-trainer"],
          params={"hf_mech": "keyerror", "extra_limit": 60},
@@ -266,13 +275,36 @@ _M += [
          root="HF Trainer (tiny GPT-2) under torchrun: at step {step} a callback on rank {c} computes a slow metric in "
               "pure Python for ~1.6 x the {p[pg_timeout]} s timeout; ranks {others} time out in the gradient "
               "all_reduce.", **_FW),
+    dict(name="hf-dl-worker-raises", script="hf_train.py", cls="dataloader_failure",
+         categories=("dataloader_failure", "rank_crash"), check="exception", exc="FileNotFoundError",
+         launchers=["hf-trainer"], params={"hf_mech": "dl-raises", "extra_limit": 60},
+         root="HF Trainer (tiny GPT-2) under torchrun, dataloader_num_workers=1: the DataLoader worker of rank {c} "
+              "opens a pre-tokenized document file that is missing for a record of step {step} (FileNotFoundError); "
+              "rank {c}'s main process re-raises it; ranks {others} wait in all_reduce.", **_FW),
+    dict(name="hf-watchdog-sigkill", script="hf_train.py", cls="host_oom", categories=("host_oom", "rank_crash"),
+         check="oomkill", steps=(3, 6), launchers=["hf-trainer"],
+         params={"hf_mech": "watchdog", "watchdog_mb": 1300, "extra_limit": 60},
+         root="HF Trainer (tiny GPT-2) under torchrun: from step {step} a callback on rank {c} keeps 64 MB of "
+              "activation snapshots per step; the memory watchdog SIGKILLs it at 1300 MB RSS (exit -9, no "
+              "traceback); ranks {others} fail in all_reduce or are terminated by torchrun.", **_FW),
+    dict(name="hf-rank0-only-barrier", script="hf_train.py", cls="barrier_skew", categories=("barrier_skew",),
+         check="failed", culprit="zero", launchers=["hf-trainer"],
+         params={"hf_mech": "rank0-barrier", "extra_limit": 60, **HANG},
+         root="HF Trainer (tiny GPT-2) under torchrun: a callback's on_train_end on rank 0 alone saves the model and "
+              "calls dist.barrier(); ranks {others} return from train() and exit, rank 0 waits alone in the barrier.",
+         **_FW),
     dict(name="hf-max-steps", script="hf_train.py", cls="no_failure", categories=("no_failure",), check="clean",
          steps=(6, 12), launchers=["hf-trainer"], params={"hf_mech": "max-steps", "extra_limit": 60},
          nearmiss_kind="near-miss",
          root="HF Trainer (tiny GPT-2) under torchrun: a clean run to max_steps={step}.", **_FW),
 ]
 
+# launchers some mechanisms ran under before the rotation took its present form: kept in the plan (--redo finds them)
+EXTRA = {"uneven-shards": ["accelerate", "jsonl"], "watchdog-sigkill": ["jsonl"], "keyerror-bad-record": ["slurm"],
+         "max-steps": ["spawn", "torchrun-restarts"]}
+
 MECHS: list[Mech] = []
 for _k, _d in enumerate(_M):
     _d.setdefault("launchers", rot(_k))
+    _d["launchers"] = _d["launchers"] + [x for x in EXTRA.get(_d["name"], []) if x not in _d["launchers"]]
     MECHS.append(Mech(**_d))

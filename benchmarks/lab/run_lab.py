@@ -2,7 +2,9 @@
 
 usage: python benchmarks/lab/run_lab.py --all [-j 2]            # every planned run that is not there yet
        python benchmarks/lab/run_lab.py --only MECH [--launcher L] [--redo] [-n N]
+       python benchmarks/lab/run_lab.py --case CASE_FOLDER_NAME --redo   # re-run one committed case's plan entry
        python benchmarks/lab/run_lab.py --list                   # the plan
+       python benchmarks/lab/run_lab.py --coverage               # launcher x class counts of the committed cases
 
 Each run: a fresh job dir /tmp/labjobs/<id>/ (train.py + trainkit.py copied there, so tracebacks show a neutral
 path), the case folder under it, a side-channel dir the job writes outside the case folder. The harness watches
@@ -124,6 +126,13 @@ class Job:
                     best[r] = (a, rec["pid"])
         return {r: v[1] for r, v in best.items()}
 
+    def hanging(self) -> bool:
+        """Every rank is up and the fault has happened: a user would see this run stuck and take a py-spy dump
+        (dumps taken earlier caught ranks still importing or in rendezvous, which is not what a user has)."""
+        recs = read_side(self.side)
+        started = {r["rank"] for r in recs if r["event"] == "start"}
+        return len(started) >= self.ws and any(r["event"] == "fault" for r in recs)
+
     def output_size(self) -> int:
         n = 0
         for root, _, files in os.walk(self.case):
@@ -188,7 +197,7 @@ class Job:
                 size = self.output_size()
                 if size != last_size:
                     last_size, last_change = size, now
-                elif now - last_change > stall and self.rank_pids() and now - t0 > self.p.get("pyspy_after", 15):
+                elif now - last_change > stall and self.hanging():
                     self.pyspy()
                     dumped = True
             if now - t0 > limit:
@@ -219,8 +228,10 @@ class Job:
                 except OSError:
                     continue
                 parent = procs.ppid(pid)
+                # a rank's parent may itself be a rank (Lightning runs ranks 1.. as children of rank 0)
                 self.events.append({"t": time.time(), "event": "oom_kill", "pid": pid, "rss_mb": round(rss),
-                                    "rank": ranks.get(pid), "worker_of_rank": ranks.get(parent)})
+                                    "rank": ranks.get(pid),
+                                    "worker_of_rank": None if pid in ranks else ranks.get(parent)})
 
 
 def read_side(side: str) -> list[dict]:
@@ -379,6 +390,33 @@ def table() -> int:
     return 0
 
 
+def coverage() -> int:
+    """Committed cases as a launcher x class table, then world sizes, culprit ranks, py-spy and FR counts."""
+    import collections
+    cases = [json.load(open(os.path.join(CASES, n, "case.json"))) for n in sorted(os.listdir(CASES))
+             if os.path.isfile(os.path.join(CASES, n, "case.json"))]
+    classes = sorted({c["class"] for c in cases})
+    launchers_ = sorted({c["launcher"] for c in cases})
+    short = {c: c.replace("_corruption", "").replace("_failure", "").replace("_blocking", "") for c in classes}
+    print("| launcher | " + " | ".join(short[c] for c in classes) + " | all |")
+    print("|---" * (len(classes) + 2) + "|")
+    for lname in launchers_ + ["all"]:
+        row = [c for c in cases if lname in ("all", c["launcher"])]
+        cnt = collections.Counter(c["class"] for c in row)
+        print(f"| {lname} | " + " | ".join(str(cnt[c] or ".") for c in classes) + f" | {len(row)} |")
+    ws = collections.Counter(c["world_size"] for c in cases)
+    cul = collections.Counter(r for c in cases for r in c["expect"]["culprit_ranks"])
+    print(f"\n{len(cases)} cases, {len({c['mechanism'] for c in cases})} mechanisms, {len(launchers_)} launchers")
+    print("world sizes: " + ", ".join(f"{k}: {v}" for k, v in sorted(ws.items())))
+    print("culprit ranks: " + ", ".join(f"{k}: {v}" for k, v in sorted(cul.items())) +
+          f", none ([]): {sum(not c['expect']['culprit_ranks'] for c in cases)}")
+    spy = sum(os.path.isdir(os.path.join(CASES, n, "pyspy")) or
+              any("pyspy" in d for d, _, _ in os.walk(os.path.join(CASES, n))) for n in os.listdir(CASES))
+    fr = sum(os.path.isdir(os.path.join(CASES, n, "fr")) for n in os.listdir(CASES))
+    print(f"cases with py-spy dumps: {spy}; with flight-recorder dumps: {fr}")
+    return 0
+
+
 def relabel() -> int:
     """Rewrite expect/root_cause of every committed case from its mechanism, params and observations."""
     by = {m.name: m for m in registry.MECHS}
@@ -409,6 +447,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--all", action="store_true", help="run the whole plan")
     ap.add_argument("--only", action="append", default=[], help="mechanism name (repeatable)")
+    ap.add_argument("--case", action="append", default=[], help="the plan entry of this case folder (repeatable)")
     ap.add_argument("--launcher", action="append", default=[], help="launcher name (repeatable)")
     ap.add_argument("-n", type=int, default=None, help="at most N runs per mechanism x launcher")
     ap.add_argument("-j", type=int, default=2, help="jobs at once (default 2: the machine has 2 cores)")
@@ -416,13 +455,17 @@ def main() -> int:
     ap.add_argument("--retries", type=int, default=2)
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--table", action="store_true", help="print the README's mechanism table (markdown)")
+    ap.add_argument("--coverage", action="store_true", help="launcher x class counts, world sizes, culprit ranks")
     ap.add_argument("--relabel", action="store_true",
                     help="recompute expect and root_cause of every case from the registry (no runs)")
     a = ap.parse_args()
     todo = [(m, l, i) for m, l, i in plan()
-            if (not a.only or m.name in a.only) and (not a.launcher or l in a.launcher) and (a.n is None or i <= a.n)]
+            if (not a.only or m.name in a.only) and (not a.launcher or l in a.launcher) and (a.n is None or i <= a.n)
+            and (not a.case or existing(m, l, i) in a.case)]
     if a.table:
         return table()
+    if a.coverage:
+        return coverage()
     if a.relabel:
         return relabel()
     if a.list:
@@ -430,8 +473,8 @@ def main() -> int:
             print(f"{m.name:28} {l:20} {i}  {existing(m, l, i) or '-'}")
         print(f"{len(todo)} runs")
         return 0
-    if not (a.all or a.only or a.launcher):
-        ap.error("say --all, --only MECH or --launcher L")
+    if not (a.all or a.only or a.launcher or a.case):
+        ap.error("say --all, --only MECH, --launcher L or --case NAME")
     os.makedirs(JOBS, exist_ok=True)
     with cf.ThreadPoolExecutor(a.j) as pool:
         futs = [pool.submit(do_one, m, l, i, a.retries, a.redo) for m, l, i in todo]

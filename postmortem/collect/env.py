@@ -20,8 +20,21 @@ def installed_torch_version() -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+# torchrun options that decide where its workers' output goes; given on the command line they beat PET_* variables, so
+# a user who chose one gets nothing added (a flag of the training script that looks the same only costs the tee).
+_TORCHRUN_OUTPUT_FLAG = re.compile(r"^(?:--tee|--redirects|-t|-r)(?:=|\d|$)")
+# torchrun's console prefix for tee'd lines, with the global rank (its default `[default3]:` names the local rank,
+# which repeats on every node). `${rank}` is expanded by torchrun (string.Template), never by a shell.
+RANK_PREFIX_TEMPLATE = "[rank${rank}]:"
+
+
+def chooses_torchrun_output(command) -> bool:
+    """True when the command line sets torchrun's --tee or --redirects itself."""
+    return any(_TORCHRUN_OUTPUT_FLAG.match(str(a)) for a in command or ())
+
+
 def evidence_env(environ: dict[str, str], node_dir: str,
-                 torch_version=_UNKNOWN) -> tuple[dict[str, str], dict[str, str]]:
+                 torch_version=_UNKNOWN, command=None) -> tuple[dict[str, str], dict[str, str]]:
     """Return (the job's environment, the variables added); a variable the user set, even to '', is never changed.
 
     Aliases are one setting: when the user set either name of a pair, neither is added (so an explicit
@@ -52,6 +65,12 @@ def evidence_env(environ: dict[str, str], node_dir: str,
     add(("TORCHELASTIC_ERROR_FILE",), os.path.join(node_dir, "error.json"))
     # torchrun reads --log-dir from PET_LOG_DIR: each worker's error.json then lands in DIR (console unchanged).
     add(("PET_LOG_DIR",), os.path.join(node_dir, "torchrun"))
+    # Every worker's stdout/stderr teed by torchrun: a file per rank in the log dir, and on the console each line
+    # prefixed with its global rank, so that `step 12 loss 0.3` printed by any rank says which rank printed it.
+    # Left alone when the user chose how torchrun handles output (PET_TEE / PET_REDIRECTS or the flags).
+    if "PET_REDIRECTS" not in env and not chooses_torchrun_output(command):
+        if add(("PET_TEE",), "3"):
+            add(("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE",), RANK_PREFIX_TEMPLATE)
     add(("PYTHONFAULTHANDLER",), "1")
     # Through a pipe Python block-buffers stdout: a hung rank's last lines would sit in its buffer, unseen.
     add(("PYTHONUNBUFFERED",), "1")

@@ -74,8 +74,11 @@ def _all_stats() -> dict[int, Proc]:
     return out
 
 
-def job_processes(root_pid: int, collector_env: dict[str, str] | None = None) -> list[Proc]:
-    """The launched process and its descendants (and anything left in its session), in tree order with depth."""
+def job_processes(root_pid: int, collector_env: dict[str, str] | None = None, light: bool = False) -> list[Proc]:
+    """The launched process and its descendants (and anything left in its session), in tree order with depth.
+
+    `light`: command line and environment only (enough for ranks and roles), not whether each is Python (that reads
+    the process's memory map): what the periodic rank census needs."""
     stats = _all_stats()
     if root_pid not in stats:
         return []
@@ -103,12 +106,12 @@ def job_processes(root_pid: int, collector_env: dict[str, str] | None = None) ->
         if p.session == root_pid and p.pid not in seen:
             walk(p.pid, 1)
     for p in ordered:
-        _describe(p)
+        _describe(p, light)
     _assign_roles(ordered, collector_env if collector_env is not None else dict(os.environ))
     return ordered
 
 
-def _describe(p: Proc) -> None:
+def _describe(p: Proc, light: bool = False) -> None:
     raw = _read(f"/proc/{p.pid}/cmdline")
     p.cmdline = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
     env = {}
@@ -117,6 +120,8 @@ def _describe(p: Proc) -> None:
         if sep:
             env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
     p.environ = env
+    if light:
+        return
     try:
         exe = os.path.basename(os.readlink(f"/proc/{p.pid}/exe"))
     except OSError:
@@ -204,3 +209,29 @@ def format_tree(procs: list[Proc], when: str) -> str:
         lines.append(f"{p.pid:8d} {p.ppid:7d} {p.state} {rank:>5} {local:>5} {p.role:8} {p.cpu_s:8.1f} "
                      f"{p.rss_mib:8.1f} {'y' if p.is_python else 'n':3} {'  ' * p.depth}{cmd}")
     return "\n".join(lines) + "\n"
+
+
+MAX_CENSUS = 4096   # processes remembered by the rank census (a job that forks without end must not grow it)
+
+
+class RankCensus:
+    """Every process of the job that had a rank (or launched ranks), as seen by periodic looks at the process tree:
+    pid, rank, local rank, role, parent and when it was first seen. The manifest keeps it, so that the analyzer can
+    name the rank of a pid that a py-spy dump or torchrun's `local_rank: 0 (pid: 5205)` mentions."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, dict] = {}
+
+    def look(self, root_pid: int, collector_env: dict[str, str] | None, when: str) -> None:
+        """One look at the tree; processes already known keep their first record."""
+        for p in job_processes(root_pid, collector_env, light=True):
+            if p.pid in self.seen or len(self.seen) >= MAX_CENSUS:
+                continue
+            if p.role == "proc" and p.rank is None and p.local_rank is None:
+                continue
+            self.seen[p.pid] = {"pid": p.pid, "ppid": p.ppid, "rank": p.rank, "local_rank": p.local_rank,
+                                "role": p.role, "first_seen": when}
+
+    def records(self) -> list[dict]:
+        """The processes seen, in pid order."""
+        return [self.seen[pid] for pid in sorted(self.seen)]

@@ -28,7 +28,8 @@ FORWARDED = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "S
                   if hasattr(signal, n))
 EVIDENCE_VARS = ("NCCL_DEBUG", "NCCL_DEBUG_FILE", "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE",
                  "TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
-                 "TORCHELASTIC_ERROR_FILE", "PET_LOG_DIR", "PYTHONFAULTHANDLER", "PYTHONUNBUFFERED")
+                 "TORCHELASTIC_ERROR_FILE", "PET_LOG_DIR", "PET_TEE", "PET_REDIRECTS",
+                 "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "PYTHONFAULTHANDLER", "PYTHONUNBUFFERED")
 _NAME_RE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -127,13 +128,13 @@ class _Collector:
                            "--out per run: `postmortem analyze` reads everything under it as one job.", always=True)
         for d in env_mod.evidence_dirs(self.node_dir):
             os.makedirs(d, exist_ok=True)
-        self.job_env, added = env_mod.evidence_env(base_env, self.node_dir)
+        self.job_env, added = env_mod.evidence_env(base_env, self.node_dir, command=command)
         self.py_spy_arg = py_spy
         self.pyspy = find_pyspy() if py_spy is None else (py_spy if py_spy and os.access(py_spy, os.X_OK) else None)
         first_on_node = base_env.get("SLURM_LOCALID", "0") == "0"  # one nvidia-smi loop per node
         smi_csv = os.path.join(self.node_dir, "nvidia-smi.csv")
         self.smi = system.SmiLoop(smi_csv, smi_interval) if first_on_node else None
-        self.record: dict = {"command": command, "node": node, "node_dir": self.node_dir,
+        self.record: dict = {"command": command, "node": node, "host": socket.gethostname(), "node_dir": self.node_dir,
                              "started": system.utc_now_iso(), "env_added": added,
                              "env_kept": sorted(k for k in EVIDENCE_VARS if k in base_env),
                              "stall_after_s": stall_after, "py_spy": self.pyspy, "stall_dumps": [], "missing": [],
@@ -239,6 +240,9 @@ class _Collector:
         finally:
             self.dog.stop()
             self.dog.join(WATCHDOG_JOIN_S)
+            # pid -> rank of every rank process seen while the job ran (the analyzer joins py-spy's `Process P` and
+            # torchrun's `local_rank: N (pid: P)` to ranks with it)
+            self.record["processes"] = self.dog.census.records()
             if self.smi is not None:
                 self.smi.stop()
             drained_by = time.monotonic() + DRAIN_TIMEOUT_S

@@ -17,7 +17,14 @@ from postmortem.collect.tee import Activity
 PYSPY_TIMEOUT_S = 30.0   # one dump; a process py-spy cannot read in this time is recorded as failed
 PARALLEL_DUMPS = 8
 POLL_S = 0.25
+CENSUS_AT_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)   # looks at the process tree for ranks after the start, then every
+CENSUS_EVERY_S = 30.0                             # CENSUS_EVERY_S (elastic restarts start new pids)
 STARTUP_GRACE_S = 60.0   # the least silence before the job's first output that counts as a stall
+
+
+def _utc_now() -> str:
+    now = datetime.now(timezone.utc)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
 def take_dumps(root_pid: int, pyspy_dir: str, reason: str, pyspy: str | None, smi: str | None,
@@ -37,10 +44,11 @@ def take_dumps(root_pid: int, pyspy_dir: str, reason: str, pyspy: str | None, sm
         record["failed"] = [{"pid": p.pid, "error": "py-spy not installed"} for p in targets]
     else:
         with ThreadPoolExecutor(max_workers=min(PARALLEL_DUMPS, max(1, len(targets)))) as pool:
-            for p, err in zip(targets, pool.map(lambda p: _dump_one(pyspy, p, out), targets)):
+            for p, (err, native) in zip(targets, pool.map(lambda p: _dump_one(pyspy, p, out), targets)):
                 if err is None:
                     record["dumped"].append({"pid": p.pid, "rank": p.rank, "local_rank": p.local_rank,
-                                             "role": p.role, "file": procs_mod.dump_name(p) + ".txt"})
+                                             "role": p.role, "file": procs_mod.dump_name(p) + ".txt",
+                                             "native": native})
                 else:
                     record["failed"].append({"pid": p.pid, "rank": p.rank, "error": err})
     if smi:
@@ -50,22 +58,37 @@ def take_dumps(root_pid: int, pyspy_dir: str, reason: str, pyspy: str | None, sm
     return record
 
 
-def _dump_one(pyspy: str, p: procs_mod.Proc, out: str) -> str | None:
-    path = os.path.join(out, procs_mod.dump_name(p) + ".txt")
+def _dump_one(pyspy: str, p: procs_mod.Proc, out: str) -> tuple[str | None, bool]:
+    """Dump one process into out/<dump name>.txt: (error or None, whether the dump has native frames).
+
+    `--native` first: a rank waiting in a collective called from C++ (DDP's gradient all-reduce inside backward, a
+    gloo or NCCL wait) shows only `_engine_run_backward` in Python, and the c10d/gloo frames below it say it waits.
+    Where native unwinding does not work (some platforms and containers) the plain dump is taken instead."""
+    err = None
+    for native in (True, False):
+        got, err = _run_pyspy([pyspy, "dump", *(["--native"] if native else []), "--pid", str(p.pid)])
+        if got is not None:
+            with open(os.path.join(out, procs_mod.dump_name(p) + ".txt"), "wb") as fh:
+                fh.write(got)
+            return None, native
+        if err.startswith("py-spy dump timed out") or err.startswith("py-spy could not run"):
+            break  # a plain dump would fail the same way
+    return err, False
+
+
+def _run_pyspy(argv: list[str]) -> tuple[bytes | None, str]:
+    """py-spy's output, or None and the first line of its error."""
     try:
-        res = subprocess.run([pyspy, "dump", "--pid", str(p.pid)], stdin=subprocess.DEVNULL, capture_output=True,
-                             timeout=PYSPY_TIMEOUT_S)
+        res = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=PYSPY_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        return f"py-spy dump timed out after {PYSPY_TIMEOUT_S:.0f} s"
+        return None, f"py-spy dump timed out after {PYSPY_TIMEOUT_S:.0f} s"
     except OSError as exc:
-        return f"py-spy could not run: {exc}"
+        return None, f"py-spy could not run: {exc}"
     if res.returncode != 0 or not res.stdout.strip():
         # Errors stay out of the dump folder (the analyzer would read them as a log); they go to the manifest.
         err = (res.stderr or res.stdout).decode("utf-8", "replace").strip().splitlines()
-        return (err[0] if err else f"py-spy exited with {res.returncode}")[:500]
-    with open(path, "wb") as fh:
-        fh.write(res.stdout)
-    return None
+        return None, (err[0] if err else f"py-spy exited with {res.returncode}")[:500]
+    return res.stdout, ""
 
 
 def stall_reason(now: float, last_output: float, has_output: bool, stall_after: float,
@@ -91,6 +114,9 @@ class StallWatchdog(threading.Thread):
         self.requested = False       # set from the SIGUSR1 handler: a plain flag, no locks in signal context
         self._halt = threading.Event()
         self._dumped_at_activity: float | None = None
+        self.census = procs_mod.RankCensus()
+        self._born = time.monotonic()
+        self._next_census = 0
 
     def request(self) -> None:
         """Ask for a dump now (safe to call from a signal handler)."""
@@ -102,6 +128,7 @@ class StallWatchdog(threading.Thread):
 
     def run(self) -> None:
         while not self._halt.wait(POLL_S):
+            self._census_due()
             if self.requested:
                 self.requested = False
                 self._dump("requested (SIGUSR1 to the collector)")
@@ -113,7 +140,24 @@ class StallWatchdog(threading.Thread):
                 self._dumped_at_activity = last
                 self._dump(reason)
 
+    def _census_due(self) -> None:
+        """Look for the job's ranks at CENSUS_AT_S after the start, then every CENSUS_EVERY_S."""
+        age = time.monotonic() - self._born
+        i = self._next_census
+        due = CENSUS_AT_S[i] if i < len(CENSUS_AT_S) else CENSUS_AT_S[-1] + CENSUS_EVERY_S * (i - len(CENSUS_AT_S) + 1)
+        if age >= due:
+            self._next_census += 1
+            self.look()
+
+    def look(self) -> None:
+        """One census of the job's ranks now (never raises: the census is evidence, not the job)."""
+        try:
+            self.census.look(self.root_pid, self.collector_env, _utc_now())
+        except OSError:
+            pass
+
     def _dump(self, reason: str) -> None:
+        self.look()
         try:
             record = take_dumps(self.root_pid, self.pyspy_dir, reason, self.pyspy, self.smi, self.collector_env)
         except OSError as exc:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from postmortem.findings import Evidence, Finding
-from postmortem.sentences import ranks_phrase, sentence_case
+from postmortem.sentences import clip, ranks_phrase, sentence_case
 from postmortem.rules import facts, rule
 
 FP_KV = re.compile(r"(SequenceNumber|OpType|TensorShape|TensorDtypes)=(\[[^\]]*\]|[^,)]+)")
@@ -149,7 +149,7 @@ def peer_exited(tables):
     return [Finding(rule="peer-exited-while-waiting", category="barrier_skew", confidence=0.7, severity="error",
                     title="A peer finished while others were still in a collective",
                     explanation="A collective timed out while another process was already shutting down normally "
-                                f"({str(hits.iloc[0]['message'])[:120]}): that rank had no more batches and left the "
+                                f"({clip(str(hits.iloc[0]['message']), 120)}): that rank had no more batches and left the "
                                 "loop, so the others waited for a collective it never called.",
                     remediation="Make every rank run the same number of iterations (drop_last=True, padding, "
                                 "DDP join()).",
@@ -261,7 +261,7 @@ def _started_with(tables, waits: pd.DataFrame):
     if i is None:
         return None
     row = work.iloc[i]
-    what = _WORK_WORDS.get(row["kind"], f"'{str(row['message'])[:80]}'")
+    what = _WORK_WORDS.get(row["kind"], f"'{clip(str(row['message']), 80)}'")
     return (Evidence(row["source"], facts._int(row["line"]), facts._int(row["rank"]), str(row["message"])[:200]),
             f"{what}, announced when the collective that timed out began")
 
@@ -309,6 +309,9 @@ def _work_evidence(tables, waits: pd.DataFrame):
     if timed is not None:
         return timed
     st = tables.steps
+    going = _progress_after_wait(st, waits)
+    if going is not None:
+        return going
     work = st[st["phase"].isin(["data", "eval", "sample"])]
     # Work that was over before the wait is not what the others waited for: a bar that reached its total, or one
     # followed by training progress in the same file (start-up shard loading, an earlier evaluation).
@@ -321,6 +324,27 @@ def _work_evidence(tables, waits: pd.DataFrame):
     desc = str(w["desc"] or w["phase"])
     frac = f" ({int(w['step'])}/{int(w['total'])})" if pd.notna(w["total"]) else ""
     return (Evidence(w["source"], facts._int(w["line"]), facts._int(w["rank"]), f"{desc}{frac}"), f"'{desc}'{frac}")
+
+
+def _progress_after_wait(st: pd.DataFrame, waits: pd.DataFrame):
+    """Progress a rank that is not waiting kept reporting after the first timeout in the same file: it was busy
+    (whatever its bar says) while the others gave up waiting for it."""
+    if st.empty or waits.empty:
+        return None
+    waiting = set(facts.ranks_of(waits))
+    first = waits.groupby("source")["line"].min().to_dict()
+    after = st[[src in first and pd.notna(ln) and ln > first[src] and (pd.isna(r) or int(r) not in waiting)
+                for src, ln, r in zip(st["source"], st["line"], st["rank"])]]
+    # A bar at 0 has only started (often a fresh bar glued to a timeout line): it shows no work done since.
+    after = after[after["step"].notna() & (after["step"] > 0)
+                  & (after["total"].isna() | (after["step"] < after["total"]))]
+    if after.empty:
+        return None
+    w = after.iloc[-1]
+    desc = str(w["desc"] or "progress").strip() or "progress"
+    frac = f" ({int(w['step'])}/{int(w['total'])})" if pd.notna(w["total"]) else f" (step {int(w['step'])})"
+    return (Evidence(w["source"], facts._int(w["line"]), facts._int(w["rank"]), f"{desc}{frac}"),
+            f"'{clip(desc, 80)}'{frac}, still reporting progress after the others had timed out")
 
 
 def _last_train_line(steps: pd.DataFrame) -> dict:
@@ -342,4 +366,46 @@ def _line_before_wait(tables, waits: pd.DataFrame):
         return None
     b = before.iloc[-1]
     return (Evidence(b["source"], facts._int(b["line"]), facts._int(b["rank"]), str(b["message"])[:200]),
-            f"'{str(b['message']).strip()[:80]}' (the last line printed before the timeouts)")
+            f"'{clip(str(b['message']).strip(), 80)}' (the last line printed before the timeouts)")
+
+
+@rule(id="store-barrier-short", title="Ranks never reached a process group's creation", category="straggler",
+      severity="error",
+      description="torch.distributed's store-based barrier at process-group creation: the ranks that arrived report "
+                  "`worker_count` below `world_size` and the log ends there (no `Completed store-based barrier`). "
+                  "The missing ranks are still elsewhere before that call (a long rank-0-only step such as "
+                  "wandb.init or data preparation, a hang, or a crash whose output is not in the inputs).",
+      remediation="Find what the missing rank does before creating the process group (its last lines, a py-spy dump "
+                  "of it): move rank-0-only work (wandb.init, downloads, preprocessing) after the group exists or "
+                  "give it a timeout; make sure every rank runs the same process-group creation.",
+      false_positives=("A start-up that was only slow: the barrier completes later (a `Completed store-based "
+                       "barrier` line, or training steps after it).",))
+def store_barrier_short(tables):
+    ev = facts.ev(tables, "store_wait")
+    if ev.empty:
+        return []
+    waiting = ev[ev["details"].map(lambda d: d.get("count") is not None)]
+    if waiting.empty:
+        return []
+    last = waiting.iloc[-1]
+    d = last["details"]
+    key, world, count = d.get("key"), int(d["world"]), int(d["count"])
+    if count >= world:
+        return []
+    done = ev[ev["details"].map(lambda x: x.get("done_key") == key or x.get("done_key", "").rstrip(".") == key)]
+    later = tables.steps
+    if len(done) or (len(later) and (later["line"] > last["line"]).any() and (later["source"] == last["source"]).any()):
+        return []  # the barrier completed, or training went on: a slow start
+    arrived = sorted({int(x["wait_rank"]) for x in waiting["details"] if x.get("key") == key and x.get("wait_rank")})
+    missing = world - count
+    return [Finding(rule="store-barrier-short", category="straggler", confidence=0.5, severity="error",
+                    title=f"{missing} of {world} ranks never reached the creation of a process group",
+                    explanation=(f"The ranks that arrived ({ranks_phrase(arrived, none='some ranks')}) waited in the "
+                                 f"store-based barrier for `{key}` with {count} of {world} ranks there, and the log "
+                                 f"ends there: {missing} rank{'s' if missing > 1 else ''} never reached this "
+                                 "process group's creation. They were busy or stuck in code before it (rank-0-only "
+                                 "work such as wandb.init or preprocessing is the usual cause)."),
+                    remediation="Find what the missing rank does before the process group is created (its last "
+                                "lines, a py-spy dump); move rank-0-only work after it or give it a timeout.",
+                    affected_ranks=arrived, evidence=facts.evidence_from(waiting, 3), order=facts.order_key(last),
+                    explains=("collective_timeout", "unknown"))]

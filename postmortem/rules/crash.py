@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import bisect
+import re
 
 import pandas as pd
 
 from postmortem.findings import Finding
-from postmortem.sentences import ranks_phrase
+from postmortem.sentences import clip, ranks_phrase
 from postmortem.rules import facts, rule
 
 
@@ -29,16 +30,30 @@ def first_exception(tables):
     culprit = [int(first["rank"])] if not _na(first["rank"]) else []
     others = [r for r in facts.world_ranks(tables) if r not in culprit]
     conf = 0.55 if culprit else 0.45
+    # What the exception says, from the message catalog and the exception taxonomy (its class, the library frame
+    # that raised it): a checkpoint path that is missing, host memory refused, a DataLoader worker, DDP misuse ...
+    from postmortem import catalog
+    info = catalog.classify_exception(str(first["exc_type"]), str(first["exc_message"]), first["frames"])
+    category = info.category if info.role == "root" and info.category in _CATALOG_CATEGORIES else "rank_crash"
+    if category == "logging_blocking" and not _IO_EXC.search(str(first["exc_type"])):
+        category = "rank_crash"  # a logger that raised on bad input crashed the rank; only its I/O failing blocks
+    known = f" It is {info.reason[:1].lower()}{info.reason[1:].rstrip('.')}." if category != "rank_crash" else ""
     return [Finding(
-        rule="first-exception", category="rank_crash", confidence=conf,
+        rule="first-exception", category=category, confidence=conf,
         title=f"{first['exc_type']} on {ranks_phrase(culprit[:1], none='an unknown rank')}",
         explanation=(f"The earliest exception that is not a timeout or a closed connection is "
-                     f"{first['exc_type']}: {str(first['exc_message'])[:200]}"
-                     + (f" on rank {culprit[0]}" if culprit else "") + ". Errors on other ranks follow from it."),
+                     f"{first['exc_type']}: {clip(str(first['exc_message']), 200)}"
+                     + (f" on rank {culprit[0]}" if culprit else "") + "." + known
+                     + " Errors on other ranks follow from it."),
         remediation="Fix this exception; rerun with the same seed to confirm.",
         culprit_ranks=culprit, affected_ranks=others if ranks else [], evidence=[facts.tb_evidence(first)],
         order=facts.order_key(first), explains=("collective_timeout", "nccl_error"))]
 
+
+_IO_EXC = re.compile(r"Connection|Timeout|Comm|HTTP|URL|Socket|Network|SSL|OSError|IOError|Broken|Refused|Reset")
+# Categories the catalog can give the first exception (the rest stay a plain crash).
+_CATALOG_CATEGORIES = ("host_oom", "gpu_oom", "checkpoint_corruption", "dataloader_failure", "ddp_usage_error",
+                       "nan_inf", "logging_blocking", "nccl_error", "gpu_hardware")
 
 SPECIALISED = ("oom", "checkpoint_error", "dataloader", "nccl_error", "nccl_warn", "gpu_hw", "collective_mismatch",
                "ddp_error", "nan", "host_oom", "enospc", "kernel_xid", "kernel_gpu_error")

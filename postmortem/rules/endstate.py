@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from postmortem.sentences import clip
 from postmortem.findings import Evidence, Finding
 from postmortem.rules import facts, rule
 
@@ -20,8 +21,15 @@ from postmortem.rules import facts, rule
                   "only the file write with `if rank == 0`, never the function that synchronises.",
       false_positives=("A second training stage started after the marker (its own timeouts are not post-training).",))
 def collective_after_end(tables):
+    # waiting in a collective: timeouts, or the peers' sockets closing under it (gloo, when they had exited)
     waits = facts.waits(tables)
+    closed = facts.ev(tables, "collective_error")
+    if len(closed):
+        waits = pd.concat([waits, closed]) if len(waits) else closed
     ends = facts.ev(tables, "end_marker")
+    done = _bars_at_total(tables)  # a training progress bar that reached its total also says training was over
+    if len(done):
+        ends = pd.concat([ends, done]) if len(ends) else done
     if waits.empty or ends.empty:
         return []
     after = []
@@ -44,7 +52,7 @@ def collective_after_end(tables):
     return [Finding(rule="collective-after-training-end", category="barrier_skew", confidence=0.7,
                     severity="critical",
                     title="A rank waited in a collective after training had ended",
-                    explanation=(f"Training ended ('{str(end['message'])[:80]}', {end['source']}:{end['line']}), and "
+                    explanation=(f"Training ended ('{clip(str(end['message']), 80)}', {end['source']}:{end['line']}), and "
                                  f"afterwards {'rank ' + ', '.join(map(str, waiting)) if waiting else 'a rank'} "
                                  "waited in a collective until the timeout. Post-training code ran a collective on "
                                  "some ranks only (typically a save or evaluation under `if rank == 0` that "
@@ -55,6 +63,22 @@ def collective_after_end(tables):
                     culprit_ranks=culprit, affected_ranks=[r for r in world if r not in culprit],
                     evidence=facts.evidence_from(ends, 1) + facts.evidence_from(after, 3),
                     order=facts.order_key(end), explains=("collective_timeout", "rank_crash", "unknown"))]
+
+
+def _bars_at_total(tables) -> pd.DataFrame:
+    """Training progress rows at their bar's total (`16/16`), as end-marker-like rows (source, line, ts, message)."""
+    st = tables.steps
+    if st.empty:
+        return st.iloc[0:0]
+    train = st[(st["phase"] == "train") & st["step"].notna()]
+    # the last training progress of its file, at its total, and not a per-epoch bar (the next epoch's would follow)
+    last = train.sort_values(["source", "line"]).groupby("source").tail(1)
+    full = last[last["total"].notna() & (last["total"] > 1) & (last["step"] >= last["total"])]
+    full = full[~full["desc"].fillna("").str.contains("epoch", case=False)]
+    if full.empty:
+        return full
+    return full.assign(message=[f"progress {int(s)}/{int(t)}" for s, t in zip(full["step"], full["total"])],
+                       kind="end_marker")[["source", "line", "rank", "host", "ts", "message", "kind"]]
 
 
 @rule(id="first-collective-never-completed", title="The first collective of the job never completed",

@@ -5,6 +5,7 @@ from collections import Counter
 
 import pandas as pd
 
+from postmortem.sentences import clip
 from postmortem.findings import Evidence, Finding
 from postmortem.fr_waits import Attribution, Blame, RankView, attribute
 from postmortem.rules import facts, rule
@@ -171,6 +172,10 @@ def flight_recorder(tables):
         return []
     world = len({r for m in members.values() for r in m} | dumped)
     conf = confidence(att, world)
+    if _CATEGORY[att.kind] == "straggler":
+        # the counters name the rank that held the others up, not what it did meanwhile (work, a logger, a data
+        # loader, a lock): its stack or its last lines say which
+        conf = min(conf, 0.75)
     if att.culprits:
         shared = _shared(att)
         sentences = [culprit_sentence(r, att.blames[r], shared) for r in att.culprits]
@@ -209,6 +214,6 @@ def flight_recorder(tables):
                    "nvidia-smi / dmesg for its GPU).")
     return [Finding(
         rule="flight-recorder-first-pending", category=_CATEGORY[att.kind], confidence=conf, severity="critical",
-        title=title[:200], explanation=explanation, remediation=remediation, culprit_ranks=att.culprits,
+        title=clip(title, 200), explanation=explanation, remediation=remediation, culprit_ranks=att.culprits,
         affected_ranks=[r for r in att.waiting if r not in att.culprits], evidence=ev, order=(1, float("inf")),
         explains=("collective_timeout", "rank_crash", "unknown"))]

@@ -144,8 +144,13 @@ def odd_rank_stack(tables):
         lag, lag_why, lag_ev = facts.laggards(tables)
         agree = bool(lag) and set(lag) <= set(ranks(odd))
         fr_text = f" Independent confirmation: {lag_why}." if agree else ""
+        conf = (0.9 if agree else 0.85) if ranks(odd) else 0.75
+        if kind in ("unknown", "idle", "sleep_lock"):
+            # where it is says nothing of what it does (py-spy: idle in the user's own line, a lock, a sleep): the
+            # rank is the culprit, but whether it computes, logs or waits on I/O is not shown
+            conf = min(conf, 0.7)
         return [Finding(rule="odd-rank-out-stack", category=category,
-                        confidence=(0.9 if agree else 0.85) if ranks(odd) else 0.75,
+                        confidence=conf,
                         severity="critical",
                         title=f"{_name(odd[0])} stuck in {where} while {len(waiting)} process(es) wait in a collective",
                         explanation=(f"In the stack dumps, {', '.join(map(_name, waiting))} wait in a collective while "

@@ -5,6 +5,7 @@ import re
 
 import pandas as pd
 
+from postmortem.sentences import clip
 from postmortem.findings import Finding
 from postmortem.rules import facts, rule
 
@@ -35,7 +36,7 @@ def gpu_hardware(tables):
     conf = 0.45 if app_only else 0.9
     why = []
     if len(hw):
-        why.append(str(hw.iloc[0]["message"])[:200])
+        why.append(clip(str(hw.iloc[0]["message"]), 200))
     if len(lost):
         why.append(f"nvidia-smi could not reach GPU {lost.iloc[0]['bus_id'] or ''}".strip())
     if len(ecc):
@@ -101,7 +102,7 @@ def nccl_failure(tables):
         conf, why = 0.5, "A peer closed its NCCL connection; that peer's own log holds the cause."
     else:
         first = rows.iloc[0]
-        why = f"NCCL reported: {str(first['message'])[:200]}"
+        why = f"NCCL reported: {clip(str(first['message']), 200)}"
     return [Finding(rule="nccl-failure", category="nccl_error", confidence=conf, severity="critical",
                     title="NCCL failure", explanation=why,
                     remediation="Fix the first NCCL WARN's cause (shared memory size, GPU memory headroom, network); "
@@ -125,7 +126,7 @@ def _launch_failure(launch: pd.DataFrame) -> list[Finding]:
         return []
     return [Finding(rule="gpu-hardware-fault", category="gpu_hardware", confidence=0.45, severity="critical",
                     title="CUDA 'unspecified launch failure' (a GPU fault is the usual cause)",
-                    explanation=f"{str(launch.iloc[0]['message'])[:200]}. A kernel that dies without an illegal "
+                    explanation=f"{clip(str(launch.iloc[0]['message']), 200)}. A kernel that dies without an illegal "
                                 "address or an assert is what an unstable GPU reports (power, heat, a failing "
                                 "board); a kernel bug is the other possibility. The kernel log's Xid line decides.",
                     remediation="Check `dmesg -T | grep -i xid` and `nvidia-smi -q -d POWER,TEMPERATURE,ECC`; rerun "
@@ -149,7 +150,7 @@ def ddp_unused(tables):
     return [Finding(rule="ddp-unused-parameters", category="ddp_usage_error", confidence=0.9, severity="error",
                     title="DDP reducer error: unused or mismatched parameters",
                     explanation="DDP expected a gradient for every parameter in each iteration; some parameters took "
-                                "no part in the loss (" + str(d.iloc[0]["message"])[:200] + ").",
+                                "no part in the loss (" + clip(str(d.iloc[0]["message"]), 200) + ").",
                     remediation="Remove the unused modules or use find_unused_parameters=True; make data-dependent "
                                 "branches run on every rank.",
                     culprit_ranks=_lone(tables, facts.ranks_of(d)), evidence=facts.evidence_from(d, 3),

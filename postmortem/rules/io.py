@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from postmortem.findings import Finding
-from postmortem.sentences import ranks_phrase, sentence_case
+from postmortem.sentences import clip, ranks_phrase, sentence_case
 from postmortem.rules import facts, rule
 
 
@@ -46,7 +46,7 @@ def checkpoint_corrupt(tables):
     if bad.empty:
         why.append("the checkpoint save itself failed part-way")
     elif not why:
-        why.append("the checkpoint file is incomplete or inconsistent: " + str(bad.iloc[0]["message"])[:200])
+        why.append("the checkpoint file is incomplete or inconsistent: " + clip(str(bad.iloc[0]["message"]), 200))
     ev_rows = pd.concat([save_tb.rename(columns={"exc_message": "message"})[["source", "line", "rank", "message"]]
                          if len(save_tb) else bad.head(0)[["source", "line", "rank", "message"]],
                          bad[["source", "line", "rank", "message"]], shell_full[["source", "line", "rank", "message"]]])

@@ -6,7 +6,7 @@ from itertools import islice
 import pandas as pd
 
 from postmortem.findings import Evidence, Finding
-from postmortem.sentences import ranks_phrase, sentence_case
+from postmortem.sentences import clip, ranks_phrase, sentence_case
 from postmortem.rules import facts, rule
 from postmortem.rules.phase import infer_phase
 
@@ -203,7 +203,7 @@ def dataloader_failure(tables):
     elif len(killed):
         why = ("A DataLoader worker was killed by SIGKILL: usually the kernel OOM killer (host RAM) — check dmesg.")
     else:
-        why = f"A DataLoader worker failed: {str(first['message'])[:200]}"
+        why = f"A DataLoader worker failed: {clip(str(first['message']), 200)}"
     return [Finding(rule="dataloader-worker-died", category="dataloader_failure", confidence=0.9,
                     severity="critical", title="DataLoader worker failure" + (" (shared memory)" if len(shm) else ""),
                     explanation=why, remediation=dataloader_failure_remediation(len(shm) > 0),

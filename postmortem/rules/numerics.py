@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from postmortem.sentences import clip
 from postmortem.findings import Finding
 from postmortem.rules import facts, rule
 
@@ -45,7 +46,7 @@ def nan_loss(tables):
         f" at step {step}" if step is not None else "")
     if len(warn):
         w = warn.iloc[0]
-        why += f", after the warning '{str(w['message'])[:120]}' (line {w['line']}), which names the operation"
+        why += f", after the warning '{clip(str(w['message']), 120)}' (line {w['line']}), which names the operation"
     why += ". Once a loss is NaN every update spreads it; the job then diverges, stops, or a NaN check aborts it."
     return [Finding(rule="nan-loss", category="nan_inf", confidence=conf, title="Loss became NaN/Inf",
                     explanation=why,

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from postmortem.sentences import clip
 from postmortem.rules import facts
 
 # Function/file words that place a frame in a phase. Checked innermost (most specific) first.
@@ -98,7 +99,7 @@ def phase_from_context(tables, source: str, line: int, rank) -> tuple[str | None
     if len(marks):
         m = marks.iloc[-1]
         phase = {"eval_start": "eval", "sample_start": "sample", "checkpoint_save": "checkpoint"}[m["kind"]]
-        best = (int(m["line"]), phase, f"'{str(m['message'])[:80]}' (line {m['line']}) precedes it")
+        best = (int(m["line"]), phase, f"'{clip(str(m['message']), 80)}' (line {m['line']}) precedes it")
     if len(bars):
         b = bars.iloc[-1]
         if best is None or int(b["line"]) > best[0]:
@@ -139,7 +140,7 @@ def after_training_end(tables, source: str, line: int) -> str | None:
     if ends.empty:
         return None
     e = ends.iloc[-1]
-    return f"training had already ended ('{str(e['message'])[:60]}', line {e['line']})"
+    return f"training had already ended ('{clip(str(e['message']), 60)}', line {e['line']})"
 
 
 def infer_phase(tables, oom_row: pd.Series, tb_row: pd.Series | None, step: int | None,

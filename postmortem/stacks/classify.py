@@ -33,6 +33,9 @@ _RULES: list[tuple[str, int, str | None, str | None, bool]] = [
                                  r"reduce_scatter_tensor|all_to_all|all_to_all_single|broadcast_object_list)$", False),
     ("collective_wait", 0, None, r"c10d::|gloo::|^nccl[A-Z]|ProcessGroup(?:NCCL|Gloo|MPI|Wrapper)|TCPStore|"
                                  r"TCPClient|^ibv_poll_cq|^fi_cq_read|^ucp_worker_progress", True),
+    # native collective frames without those namespaces: a c10d Work's wait, a collective's own entry point
+    ("collective_wait", 0, None, r"\bWork(?:NCCL|Gloo|MPI|UCC|XCCL)?::(?:wait|synchronize)\b|ProcessGroup\w*::|"
+                                 r"(?i:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all)", True),
     # data loading
     ("data_loading", 0, r"^torch/utils/data/|^torch/multiprocessing/(?!spawn\.py$)|^datasets/|^webdataset/|^torchdata/|"
                         r"^ffcv/|^nvidia/dali/|^lightning/pytorch/loops/fetchers\.py$|"
@@ -231,8 +234,8 @@ def in_training_step(frames: list[dict]) -> bool:
     return False
 
 
-_LOGGING_NAME = re.compile(r"(?i)(?:^|_)(?:log|logs|logging|logger|print|report|emit|write|flush|dump_metrics|"
-                           r"metrics?)(?:_|$)")
+_LOGGING_NAME = re.compile(r"(?i)(?:^|_)(?:log|logs|logging|logger|print|emit|write|flush|wandb|tensorboard)"
+                           r"(?:_|$)")
 
 
 def classify_thread(frames: list[dict], active=None) -> str:

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Re-creates logs/ for this sample: 4 CPU ranks under torchrun (gloo, 20 s timeout), tee'd per-rank files,
-# @record error files and flight-recorder JSON per rank. Needs torch==2.13.0 (CPU) on PATH.
+# Re-creates logs/ for this sample: 4 CPU ranks under torchrun (gloo, 20 s timeout), run under `postmortem collect`
+# as a user would: arrival-stamped console with every worker line tagged [rankN]: (torchrun's tee, set by the
+# collector), torchrun's per-rank files and @record error files, py-spy dumps (--native) of every rank when the job
+# went quiet, the flight-recorder JSON the script writes per rank, and manifest.json. Needs torch==2.13.0 (CPU) and
+# py-spy on PATH, and postmortem importable (run from the repository, or installed).
 set -u
 cd "$(dirname "$0")"
-rm -rf logs && mkdir -p logs/torchrun logs/fr
+rm -rf logs
 export OMP_NUM_THREADS=1
-export TORCH_FR_BUFFER_SIZE=2000
-export TORCH_FR_DUMP_TEMP_FILE=logs/fr/fr_rank_
-TORCHELASTIC_ERROR_FILE="$PWD/logs/torchrun_error.json" \
-  torchrun --standalone --nproc-per-node 4 --tee 3 --log-dir logs/torchrun train.py \
-  > logs/console.txt 2>&1
-echo "torchrun exit code: $?"
+python -m postmortem collect --out logs --node node0 --stall-after 8 --no-analyze -- \
+  torchrun --standalone --nproc-per-node 4 train.py > /dev/null 2>&1
+echo "collector exit code: $? (the job's: rank 0 timed out, so 1)"

@@ -1,7 +1,8 @@
 """Lightning Trainer(accelerator='cpu', devices=N, strategy='ddp') with the fault in the dataset or a hook, per
 params['pl_mech']: keyerror (a record without 'label' on the culprit rank), watchdog (the culprit's training_step keeps
 a growing buffer until the memory watchdog kills it), rank0-barrier (only rank 0 syncs in on_train_end), long-eval
-(the culprit's validation hook computes a slow metric), max-steps (clean, stops at max_steps)."""
+(the culprit's validation hook computes a slow metric), dl-raises (a DataLoader worker of the culprit opens a
+feature file that is missing), max-steps (clean, stops at max_steps)."""
 import os
 import datetime  # noqa: E402
 import time  # noqa: E402
@@ -23,13 +24,26 @@ class Records(Dataset):
         return self.n
 
     def __getitem__(self, i):
+        p = self.lab.p
+        if p["pl_mech"] == "dl-raises":  # precomputed features, one file per record
+            return self._from_file(i)
         g = torch.Generator().manual_seed(i)
         rec = {"x": torch.randn(32, generator=g), "label": int(i % 4)}
         self.served += 1
-        p = self.lab.p
         if p["pl_mech"] == "keyerror" and self.lab.rank == p["culprit"] and self.served == (p["step"] - 1) * 8 + 3:
             del rec["label"]  # a record written without its label
         return rec["x"], rec["label"]
+
+    def _from_file(self, i):
+        root = os.path.join(self.lab.work, "features", f"shard{self.lab.rank}")
+        os.makedirs(root, exist_ok=True)
+        self.served += 1
+        path = os.path.join(root, f"{i:06d}.npy")
+        p = self.lab.p
+        lost = self.lab.rank == p["culprit"] and self.served == (p["step"] - 1) * 8 + 3
+        if not lost and not os.path.exists(path):
+            np.save(path, np.random.default_rng(i).standard_normal(32).astype(np.float32))
+        return torch.from_numpy(np.load(path)), i % 4
 
 
 class Model(L.LightningModule):
@@ -38,6 +52,10 @@ class Model(L.LightningModule):
         self.lab = lab
         self.net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
         self.buffer = []
+
+    def on_fit_start(self):
+        self.lab.rank = self.global_rank
+        self.lab.start_fr_watchdog()
 
     def training_step(self, batch, batch_idx):
         x, y = batch
@@ -75,7 +93,8 @@ def main(lab):
         timeout=datetime.timedelta(seconds=p["pg_timeout"])), max_steps=max_steps, max_epochs=50,
         enable_checkpointing=False, logger=False, log_every_n_steps=2)
     lab.world = trainer.world_size
-    trainer.fit(Model(lab), DataLoader(Records(lab, 8 * lab.world * max_steps), batch_size=8))
+    workers = 1 if p["pl_mech"] == "dl-raises" else 0
+    trainer.fit(Model(lab), DataLoader(Records(lab, 8 * lab.world * max_steps), batch_size=8, num_workers=workers))
     if trainer.global_rank == 0:
         print(f"fit finished at step {trainer.global_step}", flush=True)
 

@@ -110,7 +110,13 @@ class Lab:
         else:
             dist.init_process_group("gloo", timeout=t)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        if P.get("fr"):
+        self.start_fr_watchdog()
+
+    def start_fr_watchdog(self) -> None:
+        """When the run enables the flight recorder: dump it from a thread once training stops progressing."""
+        if P.get("fr") and not getattr(self, "_fr_started", False):
+            self._fr_started = True
+            self._progress["t"] = time.time()  # the stall clock starts once the group is up
             threading.Thread(target=self._fr_watchdog, name="fr-dump-watchdog", daemon=True).start()
 
     def tick(self, step: int) -> None:
@@ -123,6 +129,10 @@ class Lab:
         prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE") or os.path.join(self.out, "fr", "nccl_trace_rank_")
         while True:
             time.sleep(0.5)
+            # start-up (imports, rendezvous, DDP's first broadcast) can stall longer than `stall` on a busy host:
+            # count only stalls after the first step, unless the job's wait comes before any step
+            if self._progress["step"] < 1 and not P.get("fr_before_steps"):
+                continue
             if time.time() - self._progress["t"] > stall:
                 os.makedirs(os.path.dirname(prefix), exist_ok=True)
                 with open(f"{prefix}{self.rank}", "wb") as f:

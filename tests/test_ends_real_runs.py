@@ -1,0 +1,145 @@
+"""How every rank ended, and the culprits that follows from it, on real runs of several launchers (the fault lab,
+benchmarks/lab/cases: torchrun with and without tee, --redirects, restarts, mp.spawn, Slurm-style files, JSON lines,
+accelerate, the collector). Each test takes every lab case of a mechanism, whatever its launcher, and checks the
+mechanism's defect is gone on each; it asks for at least three launchers, so a fix that holds in one shape only
+fails here."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+import postmortem
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CASES = os.path.join(ROOT, "benchmarks", "lab", "cases")
+
+
+def _cases(*mechanisms: str) -> list[tuple[str, dict]]:
+    out = []
+    if not os.path.isdir(CASES):
+        return out
+    for name in sorted(os.listdir(CASES)):
+        path = os.path.join(CASES, name, "case.json")
+        if os.path.isfile(path):
+            case = json.load(open(path, encoding="utf-8"))
+            if case.get("mechanism") in mechanisms:
+                out.append((name, case))
+    return out
+
+
+def _launchers(cases) -> set:
+    return {c["launcher"] for _, c in cases}
+
+
+def _analyze(name: str):
+    return postmortem.analyze(os.path.join(CASES, name), quiet=True)
+
+
+def _ends(a) -> dict:
+    return {int(r): (e, d) for r, e, d in zip(a.ranks["rank"], a.ranks["end"], a.ranks["end_detail"])}
+
+
+SEGFAULT = _cases("segfault-ctypes")
+ALLOC = _cases("torch-alloc-fail", "numpy-memory-error")
+UNEVEN = _cases("uneven-shards")
+HANDLED = _cases("max-steps", "oom-probe-recover", "loss-scale-recovers")
+EXITED_WHILE_WAITING = _cases("rank0-only-barrier", "early-stop-unsynced")
+
+
+def test_the_lab_covers_each_defect_in_three_launchers():
+    for cases in (SEGFAULT, ALLOC, UNEVEN, HANDLED):
+        assert len(_launchers(cases)) >= 3, [n for n, _ in cases]
+
+
+@pytest.mark.parametrize("name,case", SEGFAULT, ids=[n for n, _ in SEGFAULT])
+def test_a_fatal_signal_is_the_culprits_end_and_its_crash(name, case):
+    """Defect 2: faulthandler's `Fatal Python error: Segmentation fault` and torchrun's `exitcode: -11` make the rank's
+    end a fatal signal (not an error that hides it), and that rank is the crash's culprit."""
+    a = _analyze(name)
+    culprit = case["expect"]["culprit_ranks"][0]
+    end, detail = _ends(a)[culprit]
+    assert end == "fatal_signal" and "SIGSEGV" in detail, (end, detail)
+    assert a.verdict.category == "rank_crash" and a.verdict.culprit_ranks == [culprit]
+
+
+@pytest.mark.parametrize("name,case", ALLOC, ids=[n for n, _ in ALLOC])
+def test_memory_refused_inside_the_process_is_host_memory_on_its_rank(name, case):
+    """Defect 4: a MemoryError / `DefaultCPUAllocator: can't allocate memory` is host memory refused inside the
+    process (not the kernel's OOM killer), and the rank of the line is the culprit."""
+    a = _analyze(name)
+    culprit = case["expect"]["culprit_ranks"]
+    assert a.verdict.category == "host_oom" and a.verdict.culprit_ranks == culprit
+    assert "SIGKILL" not in a.verdict.summary and "OOM killer" not in a.verdict.summary
+
+
+@pytest.mark.parametrize("name,case", UNEVEN, ids=[n for n, _ in UNEVEN])
+def test_ranks_in_ddp_backward_wait_in_its_all_reduce(name, case):
+    """Defect 5: a rank whose stack ends in autograd's backward while the others wait in collectives (or that reported
+    the timeout itself) waits in DDP's gradient all-reduce; the rank at the other call site is the culprit."""
+    a = _analyze(name)
+    culprit = case["expect"]["culprit_ranks"]
+    others = [r for r in range(case["world_size"]) if r not in culprit]
+    ranks = a.ranks.set_index("rank")
+    for r in others:
+        assert ranks.loc[r, "end"] in ("waiting", "lost_peer") or ranks.loc[r, "stack_class"] == "collective_wait", r
+    assert a.verdict.category == "barrier_skew" and a.verdict.culprit_ranks == culprit
+
+
+@pytest.mark.parametrize("name,case", HANDLED, ids=[n for n, _ in HANDLED])
+def test_handled_exceptions_in_a_run_that_finished_are_no_failure(name, case):
+    """Handled versus fatal: tracebacks logged and skipped, allocation probes that retry smaller, loss-scale skips
+    that recover, in runs that then end normally, are never the verdict."""
+    a = _analyze(name)
+    assert a.verdict.category == "no_failure", (a.verdict.category, a.verdict.summary)
+
+
+@pytest.mark.parametrize("name,case", EXITED_WHILE_WAITING, ids=[n for n, _ in EXITED_WHILE_WAITING])
+def test_a_rank_alone_in_a_collective_after_the_others_left(name, case):
+    """Defect 3: ranks that exit 0 have an end too (absent from torchrun's failure list, an end line, exit 0); the
+    one left in a collective, or the one that left first, is told apart from its peers."""
+    a = _analyze(name)
+    assert a.verdict.culprit_ranks == case["expect"]["culprit_ranks"]
+    assert a.verdict.category in case["expect"]["categories"]
+
+
+# ---- Defect 1: any exception class closes a traceback (tested on every lab case that printed one)
+
+_ODD_CLASS = re.compile(r"^(?:\[[^\]]*\]:?\s*)*(?P<type>(?:[\w]+\.)*(?:_\w+|StopIteration|Empty))(?::|$)", re.M)
+
+
+def _odd_class_cases():
+    out = []
+    for name, case in _cases(*{c["mechanism"] for _, c in _all()}):
+        for dirpath, _, files in os.walk(os.path.join(CASES, name)):
+            for f in files:
+                if f.endswith((".log", ".out", ".err", ".jsonl")):
+                    text = open(os.path.join(dirpath, f), encoding="utf-8", errors="replace").read()
+                    m = _ODD_CLASS.search(text)
+                    if m and "Traceback (most recent call last)" in text:
+                        out.append((name, case, m.group("type")))
+                        break
+            else:
+                continue
+            break
+    return out
+
+
+def _all():
+    return _cases(*{json.load(open(os.path.join(CASES, n, "case.json")))["mechanism"]
+                    for n in os.listdir(CASES) if os.path.isfile(os.path.join(CASES, n, "case.json"))}) \
+        if os.path.isdir(CASES) else []
+
+
+ODD = _odd_class_cases()
+
+
+@pytest.mark.parametrize("name,case,exc", ODD, ids=[n for n, _, _ in ODD])
+def test_an_exception_class_without_capital_or_error_suffix_closes_its_traceback(name, case, exc):
+    """Defect 1: `numpy._core._exceptions._ArrayMemoryError`, `StopIteration`, `queue.Empty` end the traceback as
+    that exception (not `<truncated>`), so the rank has its error."""
+    a = _analyze(name)
+    types = set(a.tables.tracebacks["exc_type"])
+    assert any(t.endswith(exc.rsplit(".", 1)[-1]) for t in types), (exc, types)
