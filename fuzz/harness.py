@@ -34,6 +34,7 @@ NAMES: dict[str, list[str]] = {
     "stack_dump": ["faulthandler_rank0.txt", "stacks.txt"],
     "collect_manifest": ["manifest.json"],
     "json": ["config.json"],
+    "launch_config": ["launch.sh", "train_config.yaml", "run.toml"],
     "binary": ["core.bin"],
     "unknown": ["notes"],
 }

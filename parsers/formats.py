@@ -137,14 +137,14 @@ FORMAT_DEFS: list[dict] = [
     {"name": "checkpoint-save", "scan": "regex", "kind": "checkpoint_save", "level": "info",
      "triggers": ["aving", "save_checkpoint", "checkpoint", "Checkpoint"],
      "requires_nocase": [["sav"]],  # sav(ing|ed|e), ...saved, save_checkpoint
-     "pattern": r"(?i)(?:\bsav(?:ing|ed?)\b[^\n]{0,60}?\b(?:checkpoint|ckpt|model|state|weights)\b|\bcheckpoint[^\n]{0,40}?\bsaved\b|save_checkpoint)(?:[^\n]*?(?P<path>[\w./~-]+\.(?:pt|pth|ckpt|bin|safetensors|pkl|h5)|[\w./~-]*checkpoint-\d+))?",
+     "pattern": r"(?i)(?:\bsav(?:ing|ed?)\b[^\n]{0,60}?\b(?:checkpoint|ckpt|model|state|weights)\b|\bcheckpoint[^\n]{0,40}?\bsaved\b|save_checkpoint)(?:[^\n]*?(?P<path>[\w./~-]+\.(?:pth?|ckpt|bin|safetensors|pkl|h5)\b|[\w./~-]*checkpoint-\d+))?",
      "samples": [("Saving model checkpoint to /out/checkpoint-2000", {"path": "/out/checkpoint-2000"}),
                  ("Saved checkpoint: runs/exp/weights/last.pt", {"path": "runs/exp/weights/last.pt"})]},
     {"name": "checkpoint-load", "scan": "regex", "kind": "checkpoint_load", "level": "info",
      "triggers": ["oad", "esum", "checkpoint"],
      "requires_nocase": [["load", "resum", "restor"],  # the verb (torch.load()
                          ["checkpoint", "ckpt", "state", "weights", "model", "torch.load("]],  # and the object
-     "pattern": r"(?i)(?:\b(?:load(?:ing|ed)?|resum(?:e|ing|ed)|restor(?:e|ing))\b[^\n]{0,60}?\b(?:checkpoint|ckpt|state|weights|model)\b|torch\.load\()(?:[^\n]*?(?P<path>[\w./~-]+\.(?:pt|pth|ckpt|bin|safetensors|pkl|h5)|[\w./~-]*checkpoint-\d+))?",
+     "pattern": r"(?i)(?:\b(?:load(?:ing|ed)?|resum(?:e|ing|ed)|restor(?:e|ing))\b[^\n]{0,60}?\b(?:checkpoint|ckpt|state|weights|model)\b|torch\.load\()(?:[^\n]*?(?P<path>[\w./~-]+\.(?:pth?|ckpt|bin|safetensors|pkl|h5)\b|[\w./~-]*checkpoint-\d+))?",
      "samples": [("Loading checkpoint from /out/last.pt", {"path": "/out/last.pt"}),
                  ("Resuming from checkpoint runs/exp/checkpoint-500", {"path": "runs/exp/checkpoint-500"})]},
     # ---- phases of the loop: eval / sample / data preparation
@@ -210,13 +210,27 @@ FORMAT_DEFS: list[dict] = [
                   {"proc": "3", "code4": "SIGABRT"})]},
     {"name": "fatal-signal", "kind": "fatal_signal", "level": "error",
      "triggers": ["Segmentation fault", "Bus error", "Aborted", "core dumped", "Fatal Python error", "SIGSEGV", "SIGBUS",
+                  "Caught signal",
                   "SIGABRT", "Floating point exception", "Illegal instruction"],
-     "pattern": r"(?:Fatal Python error: (?P<fatal>[^\n]{0,120})|(?:^|\s|\]|:)(?P<signame>Segmentation fault|Bus error|Aborted|Floating point exception|Illegal instruction)(?:\s+\(core dumped\))?(?:\s+\S*(?:python|torchrun|deepspeed)\S*.*)?$|\*\*\* (?:Received )?(?:signal \d+ \()?(?P<sig>SIG(?:SEGV|BUS|ABRT|FPE|ILL))|\bsignal (?:11|7|6) \((?P<sig2>SIG(?:SEGV|BUS|ABRT))\))",
+     "pattern": r"(?:Fatal Python error: (?P<fatal>[^\n]{0,120})|(?:^|\s|\]|:)(?P<signame>Segmentation fault|Bus error|Aborted|Floating point exception|Illegal instruction)(?:\s+\(core dumped\))?(?:\s+\S*(?:python|torchrun|deepspeed)\S*.*)?$|\*\*\* (?:Received )?(?:signal \d+ \()?(?P<sig>SIG(?:SEGV|BUS|ABRT|FPE|ILL))|\bsignal (?:11|7|6) \((?P<sig2>SIG(?:SEGV|BUS|ABRT))\)|Caught signal (?P<ucx>\d+) \((?P<ucxname>[A-Z][a-z]+(?: [a-z]+)*))",
      "samples": [("Aborted (core dumped)", {"signame": "Aborted"}),
                  ("srun: error: node12: task 3: Segmentation fault (core dumped)", {"signame": "Segmentation fault"}),
                  ("Fatal Python error: Bus error", {"fatal": "Bus error"}),
                  ("*** SIGSEGV (@0x0) received by PID 4242 (TID 0x7f) from PID 0; stack trace: ***", {"sig": "SIGSEGV"}),
-                 ("/bin/bash: line 1: 12345 Bus error               (core dumped) python train.py", {"signame": "Bus error"})]},
+                 ("/bin/bash: line 1: 12345 Bus error               (core dumped) python train.py", {"signame": "Bus error"}),
+                 # UCX's signal handler (ucs/debug/debug.c: "Caught signal %d (%s)"), in Open MPI / HPC-X / NCCL jobs
+                 ("[node3:3039 :0:3095] Caught signal 7 (Bus error: nonexistent physical address)",
+                  {"ucx": "7", "ucxname": "Bus error"})]},
+    # A native backtrace frame inside NCCL, as UCX's handler (` 2 0x... ncclGroupEnd()  ???:0`), glibc's
+    # backtrace_symbols (`/usr/lib/libnccl.so.2(+0x4a6)[0x7f..]`), c10 (`frame #3: ncclCommInitRank + 0x..`) and gdb
+    # (`#3 0x.. in ncclGroupEnd () from /usr/lib/libnccl.so.2`) print it: where a fatal signal struck.
+    {"name": "native-frame-nccl", "kind": "native_frame", "level": "info",
+     "triggers": ["libnccl", "nccl"],
+     "pattern": r"^\s*(?:frame #\d+:|#\s?\d+|\d+)\s+(?:0x[0-9a-fA-F]+\s+)?(?:in\s+)?(?:(?P<fn>nccl[A-Z]\w*)\b|[^\n]{0,200}?(?P<lib>libnccl)[\w.-]*\.so)",
+     "samples": [(" 2 0x000000000007587d ncclGroupEnd()  ???:0", {"fn": "ncclGroupEnd"}),
+                 (" 5 0x00000000000489b1 ???()  /usr/lib/x86_64-linux-gnu/libnccl.so.2:0", {"lib": "libnccl"}),
+                 ("frame #3: ncclCommInitRank + 0x1c (0x7f in /usr/lib/libnccl.so.2)", {"fn": "ncclCommInitRank"}),
+                 ("#3  0x00007f1 in ncclGroupEnd () from /usr/lib/x86_64-linux-gnu/libnccl.so.2", {"fn": "ncclGroupEnd"})]},
     {"name": "glog-check", "kind": "error", "level": "error",
      "triggers": ["Check failed:", "*** Check failure stack trace"],
      "pattern": r"Check failed: (?P<check>[^\n]{1,200})",

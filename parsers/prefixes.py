@@ -20,6 +20,10 @@ PREFIX_DEFS: list[dict] = [
      "samples": [("[rank: 1] Child process with PID 5 terminated with code 1.", {"rank": "1"})]},
     {"name": "rank_bracket", "pattern": r"\[(?:Rank|RANK) (?P<rank>\d+)\]:?\s",
      "samples": [("[Rank 0] step=100, skipped=0, lr=[0.001]", {"rank": "0"}), ("[RANK 3] hello", {"rank": "3"})]},
+    # icefall / lhotse / VALL-E's setup_logger (icefall/utils.py): `%(asctime)s %(levelname)s [%(filename)s:%(lineno)d]
+    # ({rank}/{world_size}) %(message)s` once the process group exists (the timestamp is stripped before this).
+    {"name": "icefall_logger", "pattern": r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \[[\w.-]+:\d+\] \((?P<rank>\d+)/\d+\) ",
+     "samples": [("INFO [trainer.py:650] (5/8) Reaches end of dataloader.", {"rank": "5", "level": "INFO"})]},
     {"name": "ray_actor", "pattern": r"\((?P<actor>[A-Za-z_][\w.]*) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\)\s",
      "samples": [("(RayWorkerWrapper pid=1019) INFO 01-29 07:44:20 selector.py:120] x", {"pid": "1019"})]},
     {"name": "logviewer_lineno", "pattern": r"\[\d{1,9}\] (?=\[)",
@@ -77,7 +81,7 @@ def load_prefixes(defs: list[dict] = PREFIX_DEFS) -> list[Prefix]:
 
 
 PREFIXES = load_prefixes()
-_FIRST_CHARS = set("[(sS0123456789JFMASOND")
+_FIRST_CHARS = set("[(sS0123456789JFMASONDIWEC")
 _FIELDS = ("rank", "local_rank", "host", "ts", "pid")
 
 

@@ -38,6 +38,8 @@ KERAS_RE = regex.compile(r"^\s*(?P<n>\d+)/(?P<total>\d+) \[[=>.]+\]")
 RICH_RE = regex.compile(r"━+\s+(?P<n>\d+)/(?P<total>\d+)\b")
 BRACKET_FRACTION_RE = regex.compile(r"[(\[]\s*(?P<n>\d{1,9})\s*/\s*(?P<total>\d{1,9})\s*[)\]]")
 EPOCH_BEFORE_RE = regex.compile(r"(?i)epoch\W*$|轮\W*$")
+# `Epoch 0: 40/400 loss=...`: the batch within an epoch, printed without brackets or a bar
+EPOCH_FRACTION_RE = regex.compile(r"(?i)\bepoch\s*(?P<epoch>\d{1,6})\s*[:,]?\s+(?P<n>\d{1,9})\s*/\s*(?P<total>\d{1,9})\b(?!\s*\])")
 ELAPSED_MS_RE = regex.compile(r"elapsed time per iteration \(ms\):\s*(?P<ms>[\d.]+)")
 
 _EVAL_WORDS = regex.compile(r"(?i)\b(?:val(?:id(?:ation|ate|ating)?)?|eval(?:uat\w*)?|test(?:ing)?|predict\w*|sanity)\b")
@@ -218,6 +220,10 @@ def parse_step(message: str) -> dict | None:
         if fm and lm and not EPOCH_BEFORE_RE.search(message[max(0, fm.start() - 12):fm.start()]):
             return {"step": int(fm.group("n")), "total": int(fm.group("total")), "phase": "train", "desc": "custom",
                     "loss": _num(lm.group("loss"))}
+        em = EPOCH_FRACTION_RE.search(message) if lm else None
+        if em and int(em.group("n")) <= int(em.group("total")):
+            return {"step": int(em.group("n")), "total": int(em.group("total")), "phase": "train", "desc": "custom",
+                    "loss": _num(lm.group("loss")), "epoch": _num(em.group("epoch"))}
     m = _generic_step_search(message)
     if m:
         lm = LOSS_RE.search(message) or LOSS_ANY_RE.search(message)

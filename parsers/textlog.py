@@ -206,10 +206,17 @@ def _prefix_only(message: str) -> bool:
     return len(message) < 24 and _LEVEL_ONLY.match(message) is not None
 
 
+# The libraries' own diagnostics (NCCL's INFO/WARN/TRACE lines, c10's glog-style `[E ProcessGroupNCCL.cpp:456]` /
+# `E0612 10:46:47.41 ... file.cpp:616]` lines): what the communicator says, never the job's work.
+_LIBRARY_DIAG = regex.compile(r"\bNCCL (?:INFO|WARN|TRACE)\b|\[[IWEF] [\w.]+\.(?:cpp|cc|h|hpp):\d+\]|"
+                              r"^\[?[IWEF]\d{4} \d\d:\d\d:\d\d[.\d]* +\d+ [\w/.]+:\d+\]")
+
+
 def _plain_line(message: str) -> bool:
-    """An ordinary line a job prints about its work (not code, a frame, a warning or a blank)."""
+    """An ordinary line a job prints about its work (not code, a frame, a warning, a library's diagnostic or a
+    blank)."""
     return (0 < len(message) < 400 and not message.startswith(("    ", "\t")) and not _prefix_only(message)
-            and "Warning" not in message and "warn(" not in message)
+            and "Warning" not in message and "warn(" not in message and not _LIBRARY_DIAG.search(message))
 
 
 def _before_wait(result: ParseResult, source: Source, plain: tuple) -> None:
@@ -257,7 +264,12 @@ class _TracebackCollector:
             if tb:
                 self._close(key, None, None)
             self.open[key] = self._new(lineno, ctx, key)
+            # A traceback printed one level in (a prefix that leaves a space, `3:  Traceback`): its lines share that
+            # indent, so the exception line is found after it is taken off.
+            self.open[key]["indent"] = len(message) - len(message.lstrip(" "))
             return True
+        if tb is not None and tb.get("indent") and message.startswith(" " * tb["indent"]):
+            message = message[tb["indent"]:]
         fm = FRAME_RE.match(message) if "File \"" in message else None
         if fm:
             if tb is None:

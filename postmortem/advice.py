@@ -105,6 +105,11 @@ VARIANT_FIX_ZH: dict[str, str] = {
                            "说明它调用了其他 rank 没有调用的集合通信（只在 rank 0 上执行的保存、评估或日志里含有同步）；"
                            "若它在其他 rank 等待时提前退出，说明它跑的批次更少（drop_last=True、均匀分片、"
                            "torch.distributed.algorithms.Join）；若它在忙别的工作，把耗时工作移出集合通信路径。",
+    "fatal-signal-in-nccl": "SIGBUS：给容器更大的共享内存（docker --shm-size=8g 或 --ipc=host），或用 NCCL_SHM_DISABLE=1 "
+                            "验证；其他信号：在同一批节点上运行 nccl-tests，核对 NCCL、CUDA 驱动与 PyTorch 版本是否匹配。",
+    "workers-stopped-after-silent-death": "在该节点上运行 `dmesg -T | grep -i 'killed process'` 确认；降低主机内存峰值"
+                                          "（low_cpu_mem_usage、内存映射的 safetensors、减少同时加载权重的本地 rank），"
+                                          "或换内存更大的节点。",
     "store-barrier-short": "查明缺席的 rank 在创建进程组之前在做什么（它最后的日志、py-spy dump）：把只在 rank 0 上执行的工作"
                           "（wandb.init、下载、预处理）移到进程组创建之后，或给它设置超时。",
     "loss-scale-collapse": "改用 bf16（无需损失缩放），降低学习率或延长 warmup，裁剪梯度；在一个 step 上用 "
@@ -161,7 +166,7 @@ def mechanism_of(root: Finding, findings: list[Finding]) -> tuple[str, Finding |
     return f"rule:{root.rule}/{root.category}", None
 
 
-def advise(findings: list[Finding], ranks=None) -> Advice | None:
+def advise(findings: list[Finding], ranks=None, steps=None) -> Advice | None:
     """The fix and why for the verdict (findings[0] is its root finding), or None without findings. `ranks` (the
     rank end-state table) lets the why say which ranks stopped at which step."""
     if not findings:
@@ -171,9 +176,9 @@ def advise(findings: list[Finding], ranks=None) -> Advice | None:
     fix = MECHANISM_FIX[mech][0] if mech in MECHANISM_FIX else root.remediation
     why = root.explanation
     if mech == "uneven_batches":
-        steps = steps_by_rank(ranks)
+        said = steps_by_rank(ranks, steps)
         lead = ("The ranks ran different numbers of batches"
-                + (f" ({steps})" if steps else "")
+                + (f" ({said})" if said else "")
                 + ", so the rank with an extra (or a missing) batch issued a collective its peers never called: "
                   "each side then waited for the other until the timeout.")
         why = lead if basis is None and root.rule in UNEVEN_RULES and not why else f"{lead} {why}"
@@ -182,18 +187,33 @@ def advise(findings: list[Finding], ranks=None) -> Advice | None:
     return Advice(mechanism=mech, fix=fix, why=tidy(why), basis=basis, phase=root.phase)
 
 
-def steps_by_rank(ranks) -> str:
-    """`rank 0 stopped at step 60, ranks 1-3 at step 61` from the rank end-state table ("" when it says nothing)."""
+def steps_by_rank(ranks, steps=None) -> str:
+    """`the last steps reported: rank 0 60, ranks 1-3 61` from the rank end-state table ("" when it says nothing: one
+    step for all, or a difference smaller than how often a rank reports, so that it cannot tell who was ahead)."""
     from postmortem.sentences import ranks_phrase
     if ranks is None or not len(ranks) or "last_step" not in ranks:
         return ""
     known = ranks[ranks["last_step"].notna()]
     if known["last_step"].nunique() < 2:
         return ""
+    spread = known["last_step"].max() - known["last_step"].min()
+    if spread < report_interval(steps):
+        return ""
     groups = known.groupby("last_step")["rank"].apply(list).sort_index()
-    parts = [f"{ranks_phrase(members)} {'stopped ' if i == 0 else ''}at step {int(step)}"
-             for i, (step, members) in enumerate(groups.items())]
-    return ", ".join(parts[:6])
+    parts = [f"{ranks_phrase(members)} {int(step)}" for step, members in groups.items()]
+    return "the last steps reported: " + ", ".join(parts[:6])
+
+
+def report_interval(steps) -> int:
+    """The largest step interval at which a rank reports its training progress (1 without a steps table)."""
+    if steps is None or not len(steps) or "rank" not in steps:
+        return 1
+    train = steps[(steps["phase"] == "train") & steps["step"].notna() & steps["rank"].notna()]
+    if train.empty:
+        return 1
+    gaps = train.sort_values(["rank", "line"]).groupby("rank")["step"].diff()
+    gaps = gaps[gaps > 0]
+    return int(gaps.groupby(train.loc[gaps.index, "rank"]).median().max()) if len(gaps) else 1
 
 
 _PLURAL = re.compile(r"\b(\d+) (\w+?)\((e?s)\)")
@@ -243,19 +263,17 @@ def _variant_zh(rule: str, category: str, phase: str | None = None) -> str | Non
     return CATEGORY_FIX_ZH.get(category)
 
 
-def _zh_steps(ranks) -> str:
-    """`rank 0 停在第 60 步，rank 1、2、3 停在第 61 步` from the rank end-state table ("" when it says nothing)."""
+def _zh_steps(ranks, steps=None) -> str:
+    """`各 rank 最后报告的训练步：rank 0 为 60，rank 1、2、3 为 61` ("" when it says nothing, as steps_by_rank)."""
     from postmortem.sentences import zh_ranks
-    if ranks is None or not len(ranks) or "last_step" not in ranks:
+    if not steps_by_rank(ranks, steps):
         return ""
     known = ranks[ranks["last_step"].notna()]
-    if known["last_step"].nunique() < 2:
-        return ""
     groups = known.groupby("last_step")["rank"].apply(list).sort_index()
-    return "，".join(f"{zh_ranks(m)} 停在第 {int(step)} 步" for step, m in list(groups.items())[:6])
+    return "各 rank 最后报告的训练步：" + "，".join(f"{zh_ranks(m)} 为 {int(step)}" for step, m in list(groups.items())[:6])
 
 
-def why_zh(advice: Advice | None, root: Finding | None, ranks=None) -> str:
+def why_zh(advice: Advice | None, root: Finding | None, ranks=None, steps=None) -> str:
     """The verdict's why in Chinese, from the mechanism and the root finding's fields ("" without a finding).
 
     Rule explanations are English prose with the rule's own details; this says the same mechanism in Chinese with
@@ -265,13 +283,13 @@ def why_zh(advice: Advice | None, root: Finding | None, ranks=None) -> str:
         return ""
     who = zh_ranks(root.culprit_ranks)
     others = zh_ranks(root.affected_ranks, none="其他 rank")
-    step = f"在第 {root.step} 步" if root.step is not None else ""
+    step = f"在第 {root.step} 步之后" if root.step is not None else ""
     phase = ZH_PHASE.get(root.phase or "", "")
     mech = advice.mechanism if advice is not None else ""
     cat = root.category
     if mech == "uneven_batches":
-        steps = _zh_steps(ranks)
-        return (f"各 rank 执行的批次数不同{'（' + steps + '）' if steps else ''}：多出（或少了）一个批次的 rank 会调用"
+        said = _zh_steps(ranks, steps)
+        return (f"各 rank 执行的批次数不同{'（' + said + '）' if said else ''}：多出（或少了）一个批次的 rank 会调用"
                 "其他 rank 永远不会调用的集合通信，于是双方互相等待，直到超时。调用栈或训练步记录显示了各 rank "
                 "停下的不同位置。")
     if mech == "divergent_collectives":

@@ -280,6 +280,7 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
     work.meta["signals"] = signals
     verdict, findings = verdict_mod.decide(findings, has_inputs, signals, work.frames["ranks"],
                                            work.meta.get("culprits"))
+    _mark_roles(work.frames["ranks"], verdict, findings)
     if verdict is not None and attempts.restarted and findings:
         findings[0].explanation = f"{findings[0].explanation} {attempts.sentence()}"
     if work is not tables:
@@ -293,6 +294,19 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
                     evidence_gaps=gaps)
 
 
+def _mark_roles(ranks, verdict, findings) -> None:
+    """Fill the ranks table's verdict_role from the verdict's culprits and its root finding's affected ranks."""
+    if ranks is None or not len(ranks) or verdict is None:
+        return
+    import pandas as pd
+    culprits = set(verdict.culprit_ranks)
+    affected = set(findings[0].affected_ranks) if findings else set()
+    if culprits and "end_cause" in ranks:  # with culprits named, a rank that ended as a consequence followed them
+        affected |= {int(r) for r, c in zip(ranks["rank"], ranks["end_cause"]) if c == "consequence"}
+    ranks["verdict_role"] = pd.Series(["culprit" if int(r) in culprits else "affected" if int(r) in affected
+                                       else None for r in ranks["rank"]], index=ranks.index, dtype=object)
+
+
 def explain(verdict: Verdict | None, findings: list[Finding], tables, sources: list | None = None) -> None:
     """Fill the verdict's why, fix and evidence from its root mechanism (postmortem.advice), and say so when nothing
     in the input looks like a training job's output. Category, culprits and confidence stay as decided."""
@@ -300,7 +314,7 @@ def explain(verdict: Verdict | None, findings: list[Finding], tables, sources: l
     from postmortem import recognised
     if verdict is None:
         return
-    adv = advice_mod.advise(findings, tables.frames.get("ranks"))
+    adv = advice_mod.advise(findings, tables.frames.get("ranks"), tables.steps)
     if adv is not None:
         verdict.why, verdict.fix, verdict.mechanism = adv.why, adv.fix, adv.mechanism
         # the lines of the root finding, then those of the finding that names the mechanism (the why cites both)

@@ -86,7 +86,7 @@ def classify(exc_type, exc_message, frames=None) -> tuple[str, str, str]:
 def fatal_signal_name(details: dict | None, message: str = "") -> str | None:
     """SIGSEGV/SIGABRT/SIGBUS/SIGILL/SIGFPE named by an exit code, a signal field or the message."""
     d = details or {}
-    for key in ("signal", "sig", "sig2", "signame", "fatal"):
+    for key in ("signal", "sig", "sig2", "signame", "fatal", "ucxname", "ucx"):
         v = str(d.get(key) or "").strip()
         if v in _FATAL_NAMES:
             return _FATAL_NAMES[v]
@@ -181,8 +181,9 @@ def fill_ends(tables, rows: dict, row) -> None:
         tb = tb[tb["rank"].notna()]
         handled = [h for h, r in zip(handled, tables.tracebacks["rank"].tolist()) if not _null(r)]
         for rec, was_handled in zip(tb.itertuples(index=False), handled):
-            if str(rec.exc_type).endswith("Warning"):
-                continue
+            from postmortem.rules.facts import in_thread
+            if str(rec.exc_type).endswith("Warning") or in_thread(rec.frames):
+                continue  # (an exception in a thread other than the main one ends that thread, not the process)
             role, category, basis = classify(rec.exc_type, rec.exc_message, rec.frames)
             if role == "handled" or role == "root" and was_handled:
                 continue
@@ -208,6 +209,12 @@ def fill_ends(tables, rows: dict, row) -> None:
             if rr.get("files") or rr.get("last_activity") or rr.get("last_step") is not None or r in printed:
                 rr.update(end="running", end_cause=None)  # it printed something, and nothing says how it ended
             continue
+        if b[2] == "fatal_signal" and "SIGABRT" in b[3]:
+            # ProcessGroupNCCL's watchdog takes the process down with std::abort after a timeout or a peer's
+            # failure ('To avoid data inconsistency, we are taking the entire process down'): that SIGABRT is
+            # the wait's end, not a crash of its own.
+            waited = [c for c in ends.cands[r] if c[2] in ("waiting", "lost_peer")]
+            b = min(waited) if waited else b
         _, _, end, detail, at, ts, category = b
         cause = "root" if end in ROOT_ENDS else "normal" if end == "exited" else \
             "consequence" if end in CONSEQUENCE_ENDS else None
@@ -389,6 +396,8 @@ class _GoesOn:
         """True when the stream of (rank, source) went on training or ended normally after `line`."""
         if self.all_normal or not _null(rank) and int(rank) in self.exited_ok:
             return True
+        if _null(rank) and not _null(line) and self._every_rank_went_on(source, int(line)):
+            return True
         lines = self.after.get((_rank_key(rank), source))
         if not lines or _null(line):
             return False
@@ -396,6 +405,15 @@ class _GoesOn:
         # on only when several more came (one process printing on).
         need = 1 if not _null(rank) else UNRANKED_GOES_ON
         return self._bisect(lines, int(line)) <= len(lines) - need
+
+
+    def _every_rank_went_on(self, source, line: int) -> bool:
+        """A line without a rank in a file where ranks report progress: whichever of them printed it, every rank
+        of that file trained on (or ended normally) after it, with several reports in all."""
+        ranked = [v for (r, src), v in self.after.items() if src == source and r is not None]
+        if not ranked or any(v[-1] <= line for v in ranked):
+            return False
+        return sum(len(v) - self._bisect(v, line) for v in ranked) >= UNRANKED_GOES_ON
 
 
 def _all_normal(tables, exited_ok: set) -> bool:

@@ -8,6 +8,8 @@ never "missing". Only rows in a flight-recorder state (scheduled/started/complet
 """
 from __future__ import annotations
 
+from postmortem.sentences import ranks_phrase
+
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
@@ -152,8 +154,8 @@ def _match_pg(pg: str, by_rank: dict[int, dict[int, _Entry]], expected: Iterable
         if absent:
             missing.append(Missing(pg, seq, op, tuple(sorted(here)), absent))
             candidates.append(Divergence(pg, seq, "missing", absent, op,
-                                         f"ranks {list(absent)} never issued #{seq} ({op}) that ranks "
-                                         f"{sorted(here)} issued", ts))
+                                         f"{ranks_phrase(list(absent))} never issued #{seq} ({op}) that "
+                                         f"{ranks_phrase(sorted(here))} issued", ts))
         # all_to_all / gather / scatter move different amounts per rank (uneven splits, MoE routing): no size check.
         uneven = any(u in (op or "") for u in _UNEVEN_OUTPUT_OPS)
         checks = {"op": {r: e.op for r, e in here.items()},

@@ -281,13 +281,17 @@ def attribute(views: Mapping[str, Mapping[int, RankView]], members: Mapping[str,
             if completed_by:
                 device[r] = s
                 op = v.pending_op if v.pending_seq == s else None
-                rec = f", entry record {v.pending_record}" if v.pending_seq == s and v.pending_record is not None \
+                rec = f", dump entry {v.pending_record}" if v.pending_seq == s and v.pending_record is not None \
                     else ""
                 completed_by = sorted(completed_by)
+                # gloo counts a work that ended in an error (a timeout) as completed: say 'finished' for it
+                done_word = "finished" if str(op or "").startswith("gloo:") else "completed"
                 blame(Blame(r, "device", pg, s, op, v.done, tuple(completed_by), top_done,
                             f"{_label(pg, descs)}: rank {r} enqueued up to #{v.enq} but completed only #{v.done} "
                             f"(#{s}{' ' + op if op else ''} still {'pending' if not rec else 'scheduled' + rec}); "
-                            f"{_ranks_text(completed_by)} completed #{s}"
+                            f"{_ranks_text(completed_by)} {done_word} #{s}"
+                            + (" (gloo counts a work that ended in an error, such as a timeout, as done)"
+                               if done_word == "finished" else "")
                             + (f" and on to #{top_done}" if top_done and top_done > s else ""),
                             v.source, known[completed_by[0]].source))
         waiters_of: dict[tuple[str, int], list[int]] = {}

@@ -4,6 +4,20 @@ from __future__ import annotations
 import re
 
 HANG_CATEGORIES = {"collective_timeout", "straggler", "barrier_skew", "logging_blocking", "unknown", "dataloader_failure"}
+# Failures the flight recorder speaks to: ranks that stopped meeting in collectives (a DataLoader worker's death is
+# not one: its stacks and the worker's exit say more)
+FR_CATEGORIES = HANG_CATEGORIES - {"dataloader_failure"}
+
+
+def _gloo_only(tables) -> bool:
+    """True when the job's collectives ran on gloo (its transport errors or a gloo FR entry) and NCCL printed nothing."""
+    if len(tables.nccl):
+        return False
+    ev = tables.events
+    if not len(ev):
+        return False
+    msgs = ev["message"].astype(str)
+    return bool(msgs.str.contains("gloo", regex=False).any()) and not msgs.str.contains("NCCL", regex=False).any()
 
 
 def evidence_gaps(tables, verdict) -> list[dict]:
@@ -26,12 +40,19 @@ def evidence_gaps(tables, verdict) -> list[dict]:
                             "process groups do not dump on timeout, and NCCL dumps only on a watchdog timeout.",
                      "how": "call torch._C._distributed_c10d._dump_fr_trace_json(True, True) from a timeout handler, "
                             "or reproduce on the NCCL backend"})
-    elif (cat in HANG_CATEGORIES or cat in ("nccl_error", "collective_timeout")) and "flight_recorder" not in kinds:
+    elif (cat in FR_CATEGORIES or cat in ("nccl_error", "collective_timeout")) and "flight_recorder" not in kinds:
+        gloo = _gloo_only(tables)
         gaps.append({"missing": "flight-recorder traces",
                      "why": "They record the last collectives of every rank (seq, op, sizes, state), which names "
-                            "the lagging or mismatched rank directly.",
-                     "how": "export TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_TRACE_BUFFER_SIZE=2000 "
-                            "TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_FR_DUMP_TEMP_FILE=$LOGDIR/fr_rank_"})
+                            "the lagging or mismatched rank directly."
+                            + (" This job used gloo, whose process groups record but do not dump on a timeout."
+                               if gloo else ""),
+                     "how": ("export TORCH_FR_BUFFER_SIZE=2000, and on the timeout call "
+                             "torch._C._distributed_c10d._dump_fr_trace_json(True, True) and write what it returns "
+                             "to $LOGDIR/fr_rank_<rank>.json (or run the job under `postmortem collect`)") if gloo else
+                            "export TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_TRACE_BUFFER_SIZE=2000 "
+                            "TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_FR_DUMP_TEMP_FILE=$LOGDIR/fr_rank_  "
+                            "(a path prefix: each rank appends its rank number)"})
     if cat in ("nccl_error", "collective_timeout", "gpu_hardware") and tables.nccl.empty:
         gaps.append({"missing": "NCCL debug output",
                      "why": "NCCL WARN lines name the failing transport, peer and CUDA error behind 'unhandled "

@@ -14,7 +14,8 @@ from postmortem.rules.facts import WAIT_KINDS
 COLUMNS = ["rank", "host", "last_step", "last_step_ts", "last_step_at", "last_ts", "last_activity",
            "last_activity_at", "last_enqueued", "last_started", "last_completed", "last_op", "collective_at", "waiting",
            "stack_class", "stack_where", "stack_in_step", "stack_signature", "stack_at", "first_error", "first_error_ts",
-           "first_error_at", "exit", "exit_at", "end", "end_detail", "end_cause", "end_category", "end_at", "end_ts", "files"]
+           "first_error_at", "exit", "exit_at", "end", "end_detail", "end_cause", "end_category", "end_at", "end_ts", "files",
+           "verdict_role"]
 
 # Column -> (dtype, meaning): the reference for docs/tables.md and the notebook API.
 COLUMN_DOCS = {
@@ -58,6 +59,8 @@ COLUMN_DOCS = {
     "end_at": ("object", "source:line of the end"),
     "end_ts": ("datetime64[ns, UTC]", "time of the end where a line gives it"),
     "files": ("object", "the rank's own log files (list)"),
+    "verdict_role": ("object", "culprit (the verdict names it), affected (the verdict says it failed because of the "
+                               "culprits) or null: `a.ranks[a.ranks.verdict_role.eq('culprit')]`"),
 }
 
 # What a stack class says the rank was doing.

@@ -73,7 +73,8 @@ def ranks_phrase(ranks, capital: bool = False, none: str = "a rank") -> str:
 
 def _step(f: Finding) -> str:
     step = as_int(f.step)
-    return f" at step {step}" if step is not None else ""
+    # the last step the rank reported: the failure came after it (a rank that reports every k steps was further on)
+    return f" after step {step}" if step is not None else ""
 
 
 def _phase(f: Finding) -> str:
@@ -109,7 +110,7 @@ def finding_sentence(f: Finding) -> str:
         return f"A DataLoader worker of {whose} {hedge}died{shm}{step}, and the rank stopped with it."
     if cat == "barrier_skew":
         if f.rule == "uneven-progress":
-            stop = f" (the run stopped at step {as_int(f.step)})" if as_int(f.step) is not None else ""
+            stop = f" (the last step reported was {as_int(f.step)})" if as_int(f.step) is not None else ""
             return (f"{who} {hedge}ran a different number of batches than {_others(f)}{stop}, so a collective "
                     "was left waiting for a partner that never called it.")
         if f.rule == "peer-exited-while-waiting":
@@ -177,7 +178,7 @@ def finding_sentence_zh(f: Finding) -> str:
     who = zh_ranks(f.culprit_ranks)
     others = zh_ranks(f.affected_ranks, none="其他 rank")
     hedge = "很可能" if f.confidence < 0.5 else ""
-    step = f"在第 {as_int(f.step)} 步" if as_int(f.step) is not None else ""
+    step = f"在第 {as_int(f.step)} 步之后" if as_int(f.step) is not None else ""
     phase = ZH_PHASE.get(f.phase or "", "")
     if phase and not step:
         phase = "在" + phase
@@ -192,7 +193,7 @@ def finding_sentence_zh(f: Finding) -> str:
         return f"{who}的一个 DataLoader 工作进程{hedge}{step}退出{shm}，该 rank 随之停止。"
     if cat == "barrier_skew":
         if f.rule == "uneven-progress":
-            stop = f"（任务停在第 {as_int(f.step)} 步）" if as_int(f.step) is not None else ""
+            stop = f"（最后报告的是第 {as_int(f.step)} 步）" if as_int(f.step) is not None else ""
             return f"{who}{hedge}执行的批次数与{others}不同{stop}，导致某个集合通信一直等不到对端。"
         if f.rule == "peer-exited-while-waiting":
             return f"{who}{hedge}{step}提前退出了训练循环，而{others}仍在集合通信中等待它。"

@@ -8,6 +8,10 @@ from postmortem.sentences import verdict_sentence
 SYMPTOM_CATEGORIES = ("collective_timeout", "rank_crash", "nccl_error", "unknown")
 
 
+# Rules whose finding says that nothing in the inputs shows why (a bare timeout): no cascade of another root.
+UNEXPLAINED_ONLY = ("bare-collective-timeout",)
+EXPLAINS_AT = 0.6  # a root below this is a guess (work no line shows): "nothing shows why" still holds beside it
+
 # Below this strength the asymmetry's culprits are not lent to a finding that names none.
 LEND_STRENGTH = 0.5
 # A verdict without culprits is at most this sure when several ranks' ends are known and did not fail alike.
@@ -32,6 +36,10 @@ def decide(findings: list[Finding], has_inputs: bool, signals=None, ranks=None,
     # is no rival to a root that explains the failure.
     ordered = [root] + [f for f in ordered[1:] if not (
         f.rule == "end-state-asymmetry" and (set(f.culprit_ranks) <= set(root.culprit_ranks) or f.category == "unknown"))]
+    # A finding whose claim is that nothing explains the failure is false once a root explains it.
+    if root.rule not in UNEXPLAINED_ONLY and root.confidence >= EXPLAINS_AT:
+        ordered = [root] + [f for f in ordered[1:] if not (f.rule in UNEXPLAINED_ONLY and f.category in
+                                                            root.explains + SYMPTOM_CATEGORIES)]
     if root.step is None and root.culprit_ranks:
         root.step = culprit_step(ranks, root.culprit_ranks)
     for f in ordered[1:]:
@@ -39,6 +47,17 @@ def decide(findings: list[Finding], has_inputs: bool, signals=None, ranks=None,
             f.cascade_of = root.rule if f.confidence < root.confidence else None
         elif f.category in root.explains or f.category in SYMPTOM_CATEGORIES:
             f.cascade_of = root.rule
+        elif (not f.culprit_ranks and root.culprit_ranks and culprits is not None
+              and culprits.mechanism == "root-failure" and set(culprits.ranks) & set(root.culprit_ranks)):
+            f.cascade_of = root.rule  # the root's rank ended on its own; what the rest did (waits) followed
+    if culprits is not None and culprits.alike:
+        # every rank failed alike: a finding below the root that picks one of them (the first in some order) names
+        # no culprit either
+        alike = set(culprits.affected)
+        for f in ordered[1:]:
+            if f.culprit_ranks and set(f.culprit_ranks) <= alike:
+                f.affected_ranks = sorted(set(f.affected_ranks) | set(f.culprit_ranks))
+                f.culprit_ranks = []
     summary = verdict_sentence(root)
     return Verdict(root.category, root.phase, root.rule, root.confidence, list(root.culprit_ranks), root.step,
                    summary), ordered

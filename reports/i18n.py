@@ -134,8 +134,9 @@ EN: dict[str, str] = {
     "sec_odd": "Odd lines",
     "odd_intro": ("Lines compared across ranks without knowing their words: each rank's last lines reduced to templates "
                   "(numbers, paths and addresses masked). A template only a minority of ranks printed near their end, "
-                  "or one every rank but a minority printed, marks the odd ranks out; the rows marked as pointing at "
-                  "the culprit are not timeouts or closed connections (those report another rank)."),
+                  "or one every rank but a minority printed, marks the odd ranks out. A timeout or closed connection "
+                  "reports another rank, so a row of those points at the ranks that did not print it; rows are "
+                  "marked as pointing at the culprit only where those ranks are the verdict's culprits."),
     "odd_ranks": "Ranks", "odd_kind": "Pattern", "odd_line": "Line", "odd_at": "Where",
     "odd_minority": "printed only by these ranks", "odd_missing": "printed by every rank but these",
     "odd_new": "printed by these ranks only, and never in the baseline run",
@@ -282,6 +283,7 @@ EN: dict[str, str] = {
     # figures (matplotlib)
     "fig_time": "time (UTC)",
     "fig_time_on": "time on {date} (as the logs wrote it, read as UTC)",
+    "when_as_logged": "(log time)",
     "fig_order_events": "each rank's own order of events (no source gives a time: ranks do not line up)",
     "fig_items": "items done",
     "fig_last_step": "last step each rank reported (the logs give no times)",
@@ -424,8 +426,8 @@ ZH: dict[str, str] = {
     "ended_terminated": "被启动器终止", "ended_busy": "在做其他工作", "ended_running": "没有记录到结束",
     "sec_odd": "异常行",
     "odd_intro": ("不依赖具体措辞地比较各 rank 的日志：把每个 rank 的最后几行化为模板（数字、路径、地址被替换）。只有少数 rank "
-                  "在结束前打印的模板，或除少数 rank 外都打印了的模板，标出了与众不同的 rank；标为指向肇事 rank 的行不是"
-                  "超时或断连（那些是在报告其他 rank 的问题）。"),
+                  "在结束前打印的模板，或除少数 rank 外都打印了的模板，标出了与众不同的 rank。超时或断连是在报告其他 rank，"
+                  "所以这类行指向没有打印它的 rank；只有当这些 rank 正是结论中的肇事 rank 时，该行才标为指向肇事 rank。"),
     "odd_ranks": "Rank", "odd_kind": "模式", "odd_line": "日志行", "odd_at": "位置",
     "odd_minority": "只有这些 rank 打印", "odd_missing": "除这些 rank 外都打印了",
     "odd_new": "只有这些 rank 打印，且基线运行中从未出现",
@@ -554,6 +556,7 @@ ZH: dict[str, str] = {
     "src_only_problems": "只显示有问题的文件",
     "fig_time": "时间 (UTC)",
     "fig_time_on": "{date} 的时间（按日志所写，视为 UTC）",
+    "when_as_logged": "（日志时间）",
     "fig_order_events": "各 rank 自身的事件顺序（没有任何来源给出时间：各 rank 之间不对齐）",
     "fig_items": "已处理条数",
     "fig_last_step": "各 rank 报告的最后一步（日志没有时间）",
@@ -603,6 +606,8 @@ RULE_TITLES: dict[str, dict[str, str]] = {"zh": {
     "logger-blocks-loop": "日志记录器阻塞了训练循环",
     "loss-scale-collapse": "fp16 损失缩放系数塌缩到最小值",
     "end-state-asymmetry": "结束方式与其他 rank 不同的 rank",
+    "fatal-signal-in-nccl": "进程在 NCCL 内部收到致命信号",
+    "workers-stopped-after-silent-death": "一个 worker 无声退出，启动器随后停止了其余 worker",
     "store-barrier-short": "有 rank 没有到达进程组的创建",
     "nan-loss": "损失变为 NaN/Inf",
     "nccl-failure": "NCCL / 网络传输故障",

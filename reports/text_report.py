@@ -12,14 +12,14 @@ from reports.evidence import first_time, unique_evidence, where
 
 TEXT_WORDS = {
     "en": {"verdict": "VERDICT", "confidence": "confidence", "culprit": "culprit", "phase": "phase", "step": "step",
-           "time": "time", "why": "WHY", "fix": "FIX", "evidence": "EVIDENCE", "others": "OTHER FINDINGS",
+           "time": "time", "as_logged": "(log time)", "why": "WHY", "fix": "FIX", "evidence": "EVIDENCE", "others": "OTHER FINDINGS",
            "gaps": "EVIDENCE GAPS (collect next time)", "input": "INPUT", "more": "more cited lines (--format json or "
            "-o report.html shows all)", "supports": "same failure, another view", "consequence": "a consequence of "
            "the verdict", "files": "files", "world": "world size", "inferred": " (inferred)", "seen": "ranks seen",
            "skipped": "skipped/partial", "rule_error": "rule error (its finding is missing)", "none": "none",
            "note": "NOTE"},
     "zh": {"verdict": "结论", "confidence": "置信度", "culprit": "肇事 rank", "phase": "阶段", "step": "训练步",
-           "time": "时间", "why": "原因", "fix": "如何修改", "evidence": "证据", "others": "其他发现",
+           "time": "时间", "as_logged": "（日志时间）", "why": "原因", "fix": "如何修改", "evidence": "证据", "others": "其他发现",
            "gaps": "缺失的证据（下次收集）", "input": "输入", "more": "行引用未显示（--format json 或 -o report.html "
            "可看到全部）", "supports": "同一故障的另一证据", "consequence": "结论的连锁反应", "files": "个文件",
            "world": "进程总数", "inferred": "（推断）", "seen": "出现的 rank", "skipped": "跳过/部分读取",
@@ -61,10 +61,10 @@ def render_text(analysis, width: int = 100, lang: str = "en") -> str:
         out.append(f"  {w['step']}{sep}{as_int(v.step)}")
     when = first_time(analysis, root) if root else None
     if when is not None:
-        out.append(f"  {w['time']}{sep}{when:%Y-%m-%d %H:%M:%S} UTC")
+        out.append(f"  {w['time']}{sep}{when:%Y-%m-%d %H:%M:%S} {w['as_logged']}")
     if root:
-        adv = advice.advise(analysis.finding_list, analysis.ranks)
-        why = advice.why_zh(adv, root, analysis.ranks) if zh else (v.why or root.explanation)
+        adv = advice.advise(analysis.finding_list, analysis.ranks, analysis.tables.steps)
+        why = advice.why_zh(adv, root, analysis.ranks, analysis.tables.steps) if zh else (v.why or root.explanation)
         fix = (advice.verdict_fix(adv, lang) if zh else None) or v.fix or root.remediation
         out.append("")
         out.append(w["why"])

@@ -390,17 +390,18 @@ def _verdict(analysis, t, lang: str = "en") -> VerdictView:
     out.sentence = sentence(root, lang) if root else (v.summary if lang == "en" or v.mechanism else
                                                       t["no_failure_text"] if ok else v.summary)
     when = first_time(analysis, root) if root else None
-    out.when = f"{when:%Y-%m-%d %H:%M:%S} UTC" if when is not None else ""
+    # a log's times carry no zone as a rule: they are shown as written (and ordered as if UTC)
+    out.when = f"{when:%Y-%m-%d %H:%M:%S} {t['when_as_logged']}" if when is not None else ""
     out.facts = _facts(analysis, out, t, lang)
     if root:
-        adv = advice.advise(analysis.finding_list, analysis.ranks)
+        adv = advice.advise(analysis.finding_list, analysis.ranks, analysis.tables.steps)
         why_en = v.why or advice.tidy(root.explanation)
         fix_en = v.fix or root.remediation
         if lang == "en":
             out.explanation, out.explanation_more = _lead(why_en)
             out.remediation, out.remediation_more = _lead(fix_en)
         else:
-            zh_why = advice.why_zh(adv, root, analysis.ranks) if lang == "zh" else ""
+            zh_why = advice.why_zh(adv, root, analysis.ranks, analysis.tables.steps) if lang == "zh" else ""
             if zh_why:
                 out.explanation, out.explanation_lang, out.explanation_en = zh_why, t["html_lang"], why_en
             else:
@@ -741,9 +742,10 @@ def _alike(groups: dict, shown_err: dict) -> tuple[dict, dict]:
 MAX_ODD_ROWS = 8
 
 
-def odd_rows(odd, t) -> tuple[list[OddRow], int]:
+def odd_rows(odd, t, culprits: set | None = None) -> tuple[list[OddRow], int]:
     """The odd-lines table as report rows: the suspects first, then the rest that are not cascades; at most
-    MAX_ODD_ROWS, and how many more there were."""
+    MAX_ODD_ROWS, and how many more there were. With a verdict that names culprits, only rows whose ranks are among
+    them are marked as pointing at the culprit (an odd rank the verdict clears is shown, not marked)."""
     if odd is None or odd.empty:
         return [], 0
     keep = odd[odd["suspect"] | ~odd["cascade"]]
@@ -751,8 +753,11 @@ def odd_rows(odd, t) -> tuple[list[OddRow], int]:
     for rec in keep.to_dict("records"):
         kind = "new" if rec["kind"] == "new" else rec["kind"]
         at = ", ".join(str(x) for x in (rec["at"] or [])[:2])
-        rows.append(OddRow(rank_ranges([int(r) for r in rec["ranks"]]), t[f"odd_{kind}"], clip(str(rec["example"]), 200),
-                           at, bool(rec["suspect"]), rec["new"] is True))
+        ranks = [int(r) for r in rec["ranks"]]
+        points = bool(rec["suspect"]) and (not culprits or bool(set(ranks) & culprits))
+        rows.append(OddRow(rank_ranges(ranks), t[f"odd_{kind}"], clip(str(rec["example"]), 200),
+                           at, points, rec["new"] is True))
+    rows.sort(key=lambda r: not r.suspect)  # (stable) the rows that point at the verdict's culprits first
     return rows[:MAX_ODD_ROWS], max(0, len(rows) - MAX_ODD_ROWS)
 
 
@@ -769,7 +774,7 @@ def _fill_rank_sections(view: ReportView, analysis, model, t) -> None:
                     "coll": any(r.collectives for r in view.end_rows),
                     "error": any(r.first_error for r in view.end_rows), "exit": any(r.exit for r in view.end_rows),
                     "stopped": any(r.stopped for r in view.end_rows), "ended": any(r.ended for r in view.end_rows)}
-    view.odd_rows, more = odd_rows(analysis.tables.frames.get("odd_lines"), t)
+    view.odd_rows, more = odd_rows(analysis.tables.frames.get("odd_lines"), t, culprits)
     view.odd_more = i18n.fmt(t, "odd_more", n=more) if more else ""
     if model.lanes:
         view.timeline_rows = [None] * len(model.lanes)   # the chart has lanes: the section is shown

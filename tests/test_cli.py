@@ -284,3 +284,17 @@ def test_a_training_log_postmortem_cannot_read_yet_is_not_called_something_else(
         pytest.skip("the shared corpus is not on this machine")
     data = json.loads(_run("analyze", case, "--format", "json").stdout)
     assert "looks like a training" not in data["verdict"]["summary"] and data["verdict"]["confidence"] > 0.1
+
+
+def test_baseline_is_read_and_a_missing_one_is_a_usage_error(tmp_path):
+    """`--baseline GOOD_RUN`: the verdict of the failed run stands, and a baseline path that does not exist is said
+    before the analysis (exit 2); the lab's real runs of one job, failed and clean."""
+    lab = os.path.join(ROOT, "benchmarks", "lab", "cases")
+    bad = os.path.join(lab, "barrier_skew__uneven-shards-torchrun-tee-5r-1")
+    good = os.path.join(lab, "no_failure__max-steps-slurm-2r-1")
+    with_base = _run("analyze", bad, "--baseline", good, "--format", "json", "--quiet")
+    without = _run("analyze", bad, "--format", "json", "--quiet")
+    assert with_base.returncode == 0 and without.returncode == 0
+    assert json.loads(with_base.stdout)["verdict"]["culprit_ranks"] == json.loads(without.stdout)["verdict"]["culprit_ranks"]
+    missing = _run("analyze", bad, "--baseline", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "nope" in missing.stderr

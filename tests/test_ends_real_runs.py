@@ -45,7 +45,7 @@ def _ends(a) -> dict:
 SEGFAULT = _cases("segfault-ctypes")
 ALLOC = _cases("torch-alloc-fail", "numpy-memory-error")
 UNEVEN = _cases("uneven-shards")
-HANDLED = _cases("max-steps", "oom-probe-recover", "loss-scale-recovers")
+HANDLED = _cases("max-steps", "oom-probe-recover", "loss-scale-recovers", "store-retry-clean")
 EXITED_WHILE_WAITING = _cases("rank0-only-barrier", "early-stop-unsynced")
 
 
@@ -143,3 +143,47 @@ def test_an_exception_class_without_capital_or_error_suffix_closes_its_traceback
     a = _analyze(name)
     types = set(a.tables.tracebacks["exc_type"])
     assert any(t.endswith(exc.rsplit(".", 1)[-1]) for t in types), (exc, types)
+
+
+SAMPLES = os.path.join(ROOT, "samples")
+
+
+def test_a_watchdog_abort_after_a_timeout_is_the_wait_not_a_crash():
+    """A user's real 8-rank log (samples/sampling_oom_step2000): rank 3 runs out of GPU memory; the other seven time
+    out in all_reduce, and ProcessGroupNCCL's watchdog aborts them (torchrun: exitcode -6, SIGABRT). Their SIGABRT
+    is the wait's end: they are waiting (consequence), rank 3 alone ended on its own."""
+    a = postmortem.analyze(os.path.join(SAMPLES, "sampling_oom_step2000", "logs"), quiet=True)
+    ends = dict(zip(a.ranks["rank"], a.ranks["end"]))
+    assert ends[3] == "exception"
+    assert {ends[r] for r in ends if r != 3} == {"waiting"}
+    c = a.tables.meta["culprits"]
+    assert (c.ranks, c.mechanism) == ([3], "root-failure")
+    # the findings about the waits follow from rank 3's failure, none names the bystanders
+    assert all(f.cascade_of or f is a.finding_list[0] for f in a.finding_list)
+    assert all(set(f.culprit_ranks) <= {3} for f in a.finding_list)
+
+
+def test_the_ranks_table_says_which_ranks_the_verdict_names():
+    """verdict_role: culprit for the verdict's ranks, affected for those that ended as its consequence, null in a
+    run that did not fail (real runs: samples/uneven_batches_barrier, samples/clean_run)."""
+    a = postmortem.analyze(os.path.join(SAMPLES, "uneven_batches_barrier", "logs"), quiet=True)
+    roles = dict(zip(a.ranks["rank"], a.ranks["verdict_role"]))
+    assert roles == {0: "culprit", 1: "affected", 2: "affected", 3: "affected"}
+    clean = postmortem.analyze(os.path.join(SAMPLES, "clean_run", "logs"), quiet=True)
+    assert clean.verdict.category == "no_failure" and clean.ranks["verdict_role"].isna().all()
+
+
+THREAD_DIED = _cases("queue-dead-producer")
+
+
+@pytest.mark.parametrize("name,case", THREAD_DIED, ids=[n for n, _ in THREAD_DIED])
+def test_an_exception_in_a_thread_ends_the_thread_not_the_rank(name, case):
+    """A prefetch thread dies of an exception (threading.excepthook prints it; the outermost frame is threading's
+    _bootstrap_inner), the main thread waits on its queue forever: the rank did not end by the exception, it hangs,
+    and it is the one the others wait for (real runs of four launchers)."""
+    assert len(THREAD_DIED) >= 3
+    a = _analyze(name)
+    culprit = case["expect"]["culprit_ranks"]
+    ranks = a.ranks.set_index("rank")
+    assert all(ranks.loc[r, "end"] != "exception" for r in culprit)
+    assert a.verdict.culprit_ranks == culprit and a.verdict.category in case["expect"]["categories"]

@@ -35,7 +35,7 @@ def test_real_capture_names_exactly_the_injected_ranks(name):
         assert "stopped enqueuing at #88683 in pg 37" in f.explanation or "stopped enqueuing" in f.title
         assert not any("never completed" in e.text for e in f.evidence)
     else:  # the GPU stopped: collectives a peer completed stay pending on the culprit
-        assert "never completed" in f.explanation and "entry record" in " ".join(e.text for e in f.evidence)
+        assert "never completed" in f.explanation and "dump entry" in " ".join(e.text for e in f.evidence)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

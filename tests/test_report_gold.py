@@ -71,7 +71,7 @@ def test_verdict_text_is_the_analysis_verdict(name):
     culprits = rank_ranges(v.culprit_ranks) or t["no_rank_stands_out"]
     assert f'<dd class="pm-culprits">{culprits}</dd>' in block
     if v.step is not None:
-        assert f"at step {v.step}" in block
+        assert f"after step {v.step}" in block
     if analysis.finding_list:
         from markupsafe import escape
         assert str(escape(analysis.finding_list[0].remediation)) in block

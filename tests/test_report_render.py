@@ -131,7 +131,7 @@ def test_sections_come_in_the_issue_order(html):
 def test_verdict_says_what_where_and_the_fix(html):
     v = section(html, "verdict")
     assert '<h1 class="pm-headline">GPU out of memory</h1>' in v
-    assert "Rank 3 ran out of GPU memory during training at step 40." in v   # one sentence: what, where, when
+    assert "Rank 3 ran out of GPU memory during training after step 40." in v   # one sentence: what, where, when
     assert '<dd class="pm-culprits">3</dd>' in v
     assert "Lower the batch size." in v
     assert '<span class="pm-confidence">0.86</span>' in v and "lvl-high" in v

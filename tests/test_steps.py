@@ -54,3 +54,12 @@ def test_hf_dict_reader_agrees_with_literal_eval():
         got = _hf_dict(text)
         assert got == want, text
         assert got is None or [type(v) for v in got.values()] == [type(v) for v in want.values()], text
+
+
+def test_an_epoch_fraction_with_a_loss_is_the_batch_within_the_epoch():
+    """`Epoch E: n/N loss=` (samples/wandb_log_blocked's real prints) is batch n of N in epoch E; an epoch counter
+    in brackets (`Epoch [3/10]`) is not a step."""
+    assert steps.parse_step("[Rank 0] Epoch 0: 40/400 loss=0.0124 (0.032s/it)") == {
+        "step": 40, "total": 400, "phase": "train", "desc": "custom", "loss": 0.0124, "epoch": 0.0}
+    assert steps.parse_step("Epoch [3/10] loss 0.5") is None
+    assert steps.parse_step("Epoch 2: 40/400 done") is None  # no loss: a count of something else

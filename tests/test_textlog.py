@@ -127,3 +127,16 @@ def test_message_rank_and_template_equal_the_plain_loops():
             for rx, mask in TEMPLATE_MASKS:
                 t = rx.sub(mask, t)
             assert template_of(v) == t, v
+
+
+def test_a_traceback_printed_one_level_in_still_ends_at_its_exception_line(tmp_path):
+    """A rank prefix that leaves a space (`3:  Traceback`, as srun --label writes a line torch already indented)
+    shifts every line of the traceback by it; the exception line is found after that shift is taken off (the
+    real ms-swift traceback of ../shared/corpus, re-prefixed)."""
+    text = ("3:  Traceback (most recent call last):\n"
+            '3:    File "/x/transformers/trainer.py", line 3157, in _save_checkpoint\n'
+            "3:      os.renames(output_dir, checkpoint_dir)\n"
+            '3:    File "<frozen os>", line 272, in renames\n'
+            "3:  OSError: [Errno 39] Directory not empty: '/out/tmp-checkpoint-x' -> '/out/checkpoint-500'\n")
+    [tb] = _parse(tmp_path, "console.log", text).rows["tracebacks"]
+    assert (tb["rank"], tb["exc_type"]) == (3, "OSError") and tb["exc_message"].startswith("[Errno 39]")

@@ -81,7 +81,9 @@ def collective_mismatch(tables):
                     explanation=f"The collective fingerprints differ: {what}. Ranks followed different code paths, "
                                 "so one waits in a collective the others never call (or call with other arguments).",
                     remediation="Make every rank issue the same collectives in the same order: no collectives under rank- or data-dependent conditions; broadcast decisions from rank 0.",
-                    affected_ranks=ranks, evidence=facts.evidence_from(mm, 3), order=facts.order_key(row),
+                    # every rank whose fingerprint the reports show, and every rank that reported one
+                    affected_ranks=sorted(set(ranks) | set(own) | set(facts.ranks_of(mm))),
+                    evidence=facts.evidence_from(mm, 3), order=facts.order_key(row),
                     explains=("collective_timeout", "rank_crash"))]
 
 
@@ -182,7 +184,12 @@ def straggler(tables):
         if attrs.get("culprit") is not None:
             candidates.append((int(attrs["culprit"]), f"the desync report names rank {attrs['culprit']}"))
     if len(mpf):
-        candidates.append((0, "the waiting ranks sit inside main_process_first(), which waits for the main process"))
+        # main_process_first() makes every other rank wait for the main one: rank 0 by default, else (a waiting
+        # rank 0: the main process is chosen otherwise, e.g. per node) the one rank of the world that is not waiting
+        main = [0] if 0 not in waiting else [r for r in facts.world_ranks(tables) if r not in waiting]
+        if len(main) == 1:
+            candidates.append((main[0], "the waiting ranks sit inside main_process_first(), which waits for the "
+                                        "main process"))
     ws = tables.meta.get("world_size")
     if ws and len(waiting) >= max(1, ws - 2) and len(waiting) < ws and not tables.meta.get("world_size_inferred"):
         for r in range(int(ws)):
@@ -200,11 +207,23 @@ def straggler(tables):
         weak_work = work is not None
     if not candidates and work is None:
         return []
+    by_convention = False
+    if not candidates and work is not None and not weak_work:
+        r = work[0].rank
+        if r is not None and r not in waiting:
+            candidates.append((r, f"rank {r} printed the work"))
+            by_convention = True  # no second sign (timeouts' absence, a store or a desync report) says it was late
+        elif r is None and 0 not in waiting and len(waiting) >= 2:
+            # Frameworks print progress, evaluation and metrics on the main process only (mmengine, HF Trainer,
+            # Lightning, accelerate): an untagged work line among tagged timeouts is rank 0's, by that convention.
+            candidates.append((0, "the work line carries no rank tag, and training frameworks print progress and "
+                                  "evaluation on the main process (rank 0) only; rank 0 reports no timeout"))
+            by_convention = True
     culprit = Counter(r for r, _ in candidates).most_common(1)[0][0] if candidates else None
     reasons = [why for r, why in candidates if r == culprit]
     conf = 0.55
     if culprit is not None and work is not None:
-        conf = 0.85
+        conf = 0.6 if by_convention else 0.85
     elif work is not None:
         conf = 0.6
     elif len(reasons) >= 2:
@@ -318,12 +337,27 @@ def _work_evidence(tables, waits: pd.DataFrame):
     work = work[work["total"].isna() | (work["step"] < work["total"])] if len(work) else work
     last_train = _last_train_line(st)
     work = work[[not (pd.notna(ln) and ln < last_train.get(src, -1)) for src, ln in zip(work["source"], work["line"])]]
+    work = _outlasts(work, _timeout_s(waits))
     if work.empty:
         return None
     w = work.sort_values("step").iloc[-1]
     desc = str(w["desc"] or w["phase"])
     frac = f" ({int(w['step'])}/{int(w['total'])})" if pd.notna(w["total"]) else ""
     return (Evidence(w["source"], facts._int(w["line"]), facts._int(w["rank"]), f"{desc}{frac}"), f"'{desc}'{frac}")
+
+
+# A bar whose own estimate of what is left is under this share of the timeout would have ended long before it fired.
+_SHORT_WORK = 0.1
+
+
+def _outlasts(work: pd.DataFrame, timeout_s: float | None) -> pd.DataFrame:
+    """Progress rows whose remaining work, by the bar's own rate ((total - step) x seconds per item), could have
+    kept a rank away for a good part of the timeout: a shard-loading bar 10 s from its end does not explain a
+    30-minute wait (if such a bar froze, that is a hang, not long work)."""
+    if work.empty or not timeout_s or "step_time" not in work:
+        return work
+    left = (work["total"] - work["step"]) * work["step_time"]
+    return work[~(left.notna() & (left < _SHORT_WORK * timeout_s))]
 
 
 def _progress_after_wait(st: pd.DataFrame, waits: pd.DataFrame):

@@ -30,6 +30,9 @@ def first_exception(tables):
     culprit = [int(first["rank"])] if not _na(first["rank"]) else []
     others = [r for r in facts.world_ranks(tables) if r not in culprit]
     conf = 0.55 if culprit else 0.45
+    thread = facts.in_thread(first["frames"])
+    if thread:  # it ended a thread, not the rank: what the rank did without it is the likelier story
+        conf = 0.45
     # What the exception says, from the message catalog and the exception taxonomy (its class, the library frame
     # that raised it): a checkpoint path that is missing, host memory refused, a DataLoader worker, DDP misuse ...
     from postmortem import catalog
@@ -40,7 +43,7 @@ def first_exception(tables):
     known = f" It is {info.reason[:1].lower()}{info.reason[1:].rstrip('.')}." if category != "rank_crash" else ""
     return [Finding(
         rule="first-exception", category=category, confidence=conf,
-        title=f"{first['exc_type']} on {ranks_phrase(culprit[:1], none='an unknown rank')}",
+        title=f"{first['exc_type']}{' in a thread' if thread else ''} on {ranks_phrase(culprit[:1], none='an unknown rank')}",
         explanation=(f"The earliest exception that is not a timeout or a closed connection is "
                      f"{first['exc_type']}: {clip(str(first['exc_message']), 200)}"
                      + (f" on rank {culprit[0]}" if culprit else "") + "." + known
@@ -105,3 +108,61 @@ def bare_timeout(tables):
                                 + "nothing in the logs shows what the rank they waited for was doing.",
                     remediation="Collect py-spy dumps and flight-recorder traces on the next hang.",
                     affected_ranks=waiting, evidence=lag_ev + facts.evidence_from(t, 4), order=(1, float("inf")))]
+
+
+# How far below a fatal-signal line its backtrace may run (UCX prints ~10-30 frames; c10/glibc similar).
+_BACKTRACE_LINES = 80
+
+
+@rule(id="fatal-signal-in-nccl", title="A process died of a fatal signal inside NCCL", category="nccl_error",
+      severity="critical",
+      description="A fatal signal (SIGBUS, SIGSEGV, SIGABRT) was caught and the native backtrace printed under it "
+                  "(UCX's handler, c10, glibc, gdb) runs through NCCL's library: the crash happened inside NCCL, "
+                  "not in the training code. SIGBUS there is almost always NCCL's shared-memory transport touching "
+                  "a /dev/shm page beyond the tmpfs limit (Docker's default --shm-size is 64 MB); SIGSEGV points at "
+                  "an NCCL/driver/library mismatch or a corrupted communicator.",
+      remediation="SIGBUS: give the container more shared memory (`docker run --shm-size=8g` or `--ipc=host`; "
+                  "Kubernetes: an emptyDir of medium Memory on /dev/shm), or confirm with NCCL_SHM_DISABLE=1. "
+                  "Otherwise: run nccl-tests on the same nodes and check that the NCCL, CUDA driver and PyTorch "
+                  "builds match.",
+      references=("NCCL troubleshooting, 'Docker': shared memory and --shm-size",
+                  "UCX ucs/debug/debug.c: 'Caught signal %d (%s)'"),
+      false_positives=("A signal that struck elsewhere while another thread sat in NCCL: only the crashing "
+                       "thread's backtrace is printed by these handlers, so its frames are where it struck.",))
+def fatal_signal_in_nccl(tables):
+    sigs, frames = facts.ev(tables, "fatal_signal"), facts.ev(tables, "native_frame")
+    if sigs.empty or frames.empty:
+        return []
+    for s in sigs.itertuples(index=False):
+        same = frames[(frames["source"] == s.source) & (frames["line"] > s.line)
+                      & (frames["line"] <= s.line + _BACKTRACE_LINES)]
+        if same.empty:
+            continue
+        from postmortem.ends import fatal_signal_name
+        name = fatal_signal_name(s.details, str(s.message)) or "a fatal signal"
+        culprit = [] if _na(s.rank) else [int(s.rank)]
+        shm = (" SIGBUS inside NCCL is the shared-memory transport touching a /dev/shm page beyond the tmpfs "
+               "limit: the container's /dev/shm is too small for NCCL's buffers.") if name == "SIGBUS" else ""
+        return [Finding(
+            rule="fatal-signal-in-nccl", category="nccl_error", confidence=0.6, severity="critical",
+            title=f"{name} inside NCCL" + (f" on rank {culprit[0]}" if culprit else ""),
+            explanation=(f"The process {'of rank ' + str(culprit[0]) + ' ' if culprit else ''}caught {name} and the "
+                         f"backtrace under it runs through NCCL ({_frame_names(same)}): it crashed inside the "
+                         f"communication library, not in the training code.{shm}"),
+            remediation=("Give the container more shared memory (docker --shm-size=8g or --ipc=host) or confirm "
+                         "with NCCL_SHM_DISABLE=1." if name == "SIGBUS" else
+                         "Run nccl-tests on the same nodes; check that NCCL, the CUDA driver and PyTorch match."),
+            culprit_ranks=culprit, affected_ranks=[r for r in facts.world_ranks(tables) if r not in culprit],
+            evidence=facts.evidence_from(pd.DataFrame([s]), 1) + facts.evidence_from(same, 2),
+            order=facts.order_key(pd.Series(s._asdict())), explains=("rank_crash", "collective_timeout", "unknown"))]
+    return []
+
+
+def _frame_names(frames: pd.DataFrame) -> str:
+    """The distinct NCCL functions (or the library) the backtrace names, in order."""
+    names = []
+    for d in frames["details"]:
+        n = (d or {}).get("fn") or "libnccl.so"
+        if n not in names:
+            names.append(n)
+    return ", ".join(names[:4])

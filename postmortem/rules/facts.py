@@ -75,9 +75,21 @@ def evidence_from(df: pd.DataFrame, limit: int = 6, text_col: str = "message") -
     """Evidence lines from rows of a table (first `limit` rows)."""
     out = []
     for _, row in df.head(limit).iterrows():
+        text = row.get(text_col) if text_col in row else _step_text(row) if "step" in row else ""
         out.append(Evidence(source=row["source"], line=_int(row["line"]), rank=_int(row["rank"]),
-                            text=str(row.get(text_col, ""))[:400]))
+                            text=str(text if text is not None else "")[:400]))
     return out
+
+
+def _step_text(row) -> str:
+    """A steps-table row as evidence text (the table keeps numbers, not the line): `Steps: step 61/61`."""
+    step, total, desc = row.get("step"), row.get("total"), row.get("desc")
+    if step is None or pd.isna(step):
+        return ""
+    # ("custom": the parser's mark for a step line without a bar description)
+    head = f"{desc}: " if isinstance(desc, str) and desc.strip() and desc != "custom" else ""
+    of = f"/{int(total)}" if total is not None and not pd.isna(total) else ""
+    return f"{head}step {int(step)}{of}"
 
 
 def tb_evidence(row, extra: str = "") -> Evidence:
@@ -130,6 +142,17 @@ def frame_funcs(frames) -> list[str]:
 def frames_text(frames) -> str:
     """Frames flattened to one lower-case string (func, file and code) for keyword tests."""
     return " | ".join(f"{f.get('func', '')} {f.get('file', '')} {f.get('code', '')}" for f in (frames or [])).lower()
+
+
+def in_thread(frames) -> bool:
+    """True for a traceback raised in a thread other than the main one: CPython's threading.Thread._bootstrap_inner
+    catches it and prints it through threading.excepthook ('Exception in thread NAME:'), and the process goes on."""
+    outer = [f for f in (frames or []) if not f.get("native")]
+    if not outer:
+        return False
+    last = outer[-1]  # frames are innermost first
+    return str(last.get("file", "")).replace("\\", "/").endswith("threading.py") and \
+        last.get("func") in ("_bootstrap_inner", "_bootstrap")
 
 
 def world_ranks(tables) -> list[int]:

@@ -182,7 +182,8 @@ def flight_recorder(tables):
         title = "Flight recorder: " + "; ".join(sentences)
         waiting = [r for r in att.waiting if r not in att.culprits]
         explanation = (
-            "Compared over " + f"{att.compared_groups} collective group(s) with work pending"
+            "The flight-recorder dumps (each rank's last collectives) compared in " + f"{att.compared_groups} process "
+            + ("group" if att.compared_groups == 1 else "groups") + " with unfinished work"
             + (f" ({att.p2p_groups} point-to-point group(s) read as waits only)" if att.p2p_groups else "")
             + ": " + "; ".join(sentences) + ". "
             + {"host": "A rank that never enqueued what its peers wait in was stuck on the host before the call "

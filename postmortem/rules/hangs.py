@@ -7,7 +7,7 @@ from collections import Counter
 import pandas as pd
 
 from postmortem.findings import Evidence, Finding
-from postmortem.sentences import sentence_case
+from postmortem.sentences import ranks_phrase, sentence_case
 from postmortem.rules import facts, rule
 from postmortem.stacks import classify_frames, classify_thread, is_launcher, waits_inside_backward
 from postmortem.stacks.classify import STEP_FRAMES
@@ -83,15 +83,26 @@ def logger_blocks(tables):
     others = facts.root_tracebacks(tables)
     if conf < 0.8 and len(others[others["exc_type"] != "<truncated>"]):
         conf -= 0.2
+    # wandb says it runs offline ('W&B syncing is set to `offline`', '.../offline-run-...'): no network was involved
+    offline = bool(len(wb)) and wb["message"].str.contains("offline", case=False, regex=False).any()
+    if offline and len(blocked):
+        why.append("wandb ran offline, so the block is its local service (wandb-core) not reading the records "
+                   "fast enough or not at all, not the network")
     return [Finding(rule="logger-blocks-loop", category="logging_blocking", confidence=conf, severity="critical",
                     title="Training loop blocked in the logger",
                     explanation=sentence_case("; ".join(why)) + ". While the logger blocks, the rank makes no progress "
                                 "and its peers wait in the next collective.",
-                    remediation="wandb.log(..., commit=False) inside the loop and commit every N steps; "
+                    remediation=_OFFLINE_FIX if offline else
+                                "wandb.log(..., commit=False) inside the loop and commit every N steps; "
                                 "WANDB_MODE=offline + `wandb sync` later; fix proxy/network; for tqdm lock deadlocks "
                                 "set tqdm.tqdm.monitor_interval = 0.",
                     culprit_ranks=facts.ranks_of(blocked)[:8] if len(blocked) else [], evidence=evidence[:6],
                     order=(1, float("inf")), explains=("collective_timeout", "straggler", "unknown"))]
+
+
+_OFFLINE_FIX = ("The run was already offline: log fewer values less often (wandb.log(..., commit=False) per batch, "
+                "commit every N steps, no per-parameter statistics every batch), check that the wandb-core service "
+                "is alive and not starved of CPU, and confirm with WANDB_MODE=disabled.")
 
 
 def _innermost_logging(frames) -> str:
@@ -152,9 +163,11 @@ def odd_rank_stack(tables):
         return [Finding(rule="odd-rank-out-stack", category=category,
                         confidence=conf,
                         severity="critical",
-                        title=f"{_name(odd[0])} stuck in {where} while {len(waiting)} process(es) wait in a collective",
-                        explanation=(f"In the stack dumps, {', '.join(map(_name, waiting))} wait in a collective while "
-                                     f"{', '.join(map(_name, odd))} are in {kind.replace('_', ' ')}: innermost frame "
+                        title=f"{_name(odd[0])} stuck in {where} while {len(waiting)} "
+                              f"{'process waits' if len(waiting) == 1 else 'processes wait'} in a collective",
+                        explanation=(f"In the stack dumps, {_names(waiting)} wait{'s' if len(waiting) == 1 else ''} in a "
+                                     f"collective while {_names(odd)} {'is' if len(odd) == 1 else 'are'} in "
+                                     f"{kind.replace('_', ' ')}: innermost frame "
                                      f"{where}. The waiting ranks cannot finish until the odd one reaches the same "
                                      "collective." + fr_text),
                         remediation=f"Find out why {_name(odd[0])} is stuck in {where} (lock, sleep, endless loop, "
@@ -211,6 +224,13 @@ def _reported_waiting(tables) -> set:
 
 def _name(unit) -> str:
     return f"rank {unit}" if isinstance(unit, int) else unit
+
+
+def _names(units) -> str:
+    """`ranks 0-2` for ranks, else the processes' names joined."""
+    if all(isinstance(u, int) for u in units):
+        return ranks_phrase(list(units))
+    return ", ".join(map(_name, units))
 
 
 def _single_process(tables) -> list[Finding]:

@@ -331,3 +331,52 @@ def _gib(text) -> float | None:
     if not m:
         return None
     return float(m.group(1)) * {"": 1 / 1024 ** 3, "K": 1 / 1024 ** 2, "M": 1 / 1024, "G": 1, "T": 1024}[m.group(2)]
+
+
+# Event kinds that say why a worker ended; with none of them the launcher's closing signals follow a silent death.
+_SAID_WHY = ("oom", "host_oom", "kernel_oom_kill", "killed", "fatal_signal", "dataloader", "checkpoint_error",
+             "enospc", "gpu_hw", "cuda_error", "nan", "ddp_error", "nccl_error", "nccl_warn", "error",
+             "collective_error", "collective_mismatch", "torchrun_failure", "exit", "kernel_xid", "kernel_gpu_error")
+
+
+@rule(id="workers-stopped-after-silent-death", title="The launcher stopped the workers after one died without a word",
+      category="host_oom", severity="critical",
+      description="torchrun's agent sends its workers SIGTERM ('Sending process N closing signal SIGTERM') when one "
+                  "of them has exited, or when the agent itself got a signal. With no agent signal, no exception, "
+                  "no fatal signal, no exit code and no timeout anywhere, the worker that ended died without a word: "
+                  "SIGKILL, which the kernel's OOM killer sends and which leaves no traceback, is by far the most "
+                  "common such death, and loading weights into host memory is the usual peak.",
+      remediation="Check `dmesg -T | grep -i -E 'killed process|out of memory'` on the node; load weights with "
+                  "low_cpu_mem_usage / device_map / safetensors memory mapping, one local rank at a time, or on a "
+                  "node with more RAM; keep torchrun's error summary (its 'exitcode: -9' names the rank).",
+      false_positives=("A worker killed by the scheduler or by hand (SIGKILL too), or a native crash whose agent "
+                       "summary was cut from the log.",))
+def workers_stopped_after_silent_death(tables):
+    sig = facts.ev(tables, "signal")
+    if sig.empty:
+        return []
+    sent = sig[sig["details"].map(lambda a: (a or {}).get("sent") == "SIGTERM")]
+    agent_hit = sig[sig["details"].map(lambda a: any((a or {}).get(k) for k in ("recv", "recv_name", "got")))]
+    if sent.empty or len(agent_hit):
+        return []
+    if len(facts.ev(tables, _SAID_WHY)) or len(facts.waits(tables)) or len(facts.root_tracebacks(tables)):
+        return []
+    loading = facts.ev(tables, "checkpoint_load")
+    last_work = tables.steps.iloc[-1] if len(tables.steps) else None
+    during = clip(str(last_work["desc"]), 60) if last_work is not None and pd.notna(last_work["desc"]) else None
+    conf = 0.5 if len(loading) else 0.45
+    where = f" during '{during}'" if during else ""
+    return [Finding(rule="workers-stopped-after-silent-death", category="host_oom", confidence=conf,
+                    severity="critical",
+                    title=f"A worker died without a word{where}; the launcher stopped the others",
+                    explanation=(f"The launcher sent SIGTERM to {len(sent)} worker(s){where}, which it does once a "
+                                 "worker has exited, and nothing in the logs says why that worker ended: no "
+                                 "exception, fatal signal, exit code or timeout, and the agent itself got no "
+                                 "signal. A SIGKILL leaves exactly this; the kernel's OOM killer is its most common "
+                                 "sender" + (", and loading weights into host memory is the usual peak." if len(loading)
+                                             else ".")),
+                    remediation="Confirm with `dmesg -T | grep -i 'killed process'`; lower the host-memory peak "
+                                "(low_cpu_mem_usage, memory-mapped safetensors, fewer local ranks loading at once) "
+                                "or use a node with more RAM.",
+                    evidence=facts.evidence_from(loading, 1) + facts.evidence_from(sent, 3),
+                    order=facts.order_key(sent.iloc[0]), explains=("rank_crash", "unknown"))]

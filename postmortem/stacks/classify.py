@@ -144,9 +144,14 @@ def blocking_frame(frames: list[dict]) -> dict | None:
     if not frames:
         return None
     cls, idx = _decide(frames)
-    if idx is not None:
-        return frames[idx]
     user = last_user_frame(frames)
+    if idx is not None:
+        decided = frames[idx]
+        # a user frame that decided by its name (`Encoder.forward`: compute) while the thread sits in a user frame
+        # inside it: that inner frame is where it is
+        if user is not None and not is_native(decided) and not _is_library_frame(decided):
+            return user
+        return decided
     if user is not None:
         return user
     py = [f for f in frames if not is_native(f)]
