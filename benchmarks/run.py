@@ -16,6 +16,7 @@ Default rows: 128 / 512 / 2,048 ranks at 1 GiB, and 0.25 / 1 / 4 GiB at 512 rank
     python benchmarks/run.py                       # the full table (needs ~5 GiB free under --workdir)
     python benchmarks/run.py --rows 512:256MiB     # one quick row
     python benchmarks/run.py --json results.json   # also write the numbers
+    python benchmarks/run.py --ranks --repeats 3   # the rank-count table (1,024 to 16,384 ranks; ~7 GiB free)
 """
 from __future__ import annotations
 
@@ -41,6 +42,10 @@ DEFAULT_ROWS = ["128:1GiB", "512:1GiB", "2048:1GiB", "512:256MiB", "512:4GiB"]
 # MIX:RANKS:SIZE (mix_tree.py): every line mix at 512 ranks / 1 GiB, the error flood, many ranks, and 4 GiB
 DEFAULT_MIX_ROWS = ["realistic:512:1GiB", "nccl:512:1GiB", "redraw:512:1GiB", "hfdict:512:1GiB", "warning:512:1GiB",
                     "short:512:1GiB", "errors:64:120MiB", "realistic:2048:4GiB", "realistic:512:4GiB"]
+# MIX:RANKS:SIZE, the rank-count table (issue 25): the realistic mix from 1,024 ranks of 1 MiB to 16,384 of 64 KiB
+# (1 GiB each), and 16,384 ranks of 256 KiB (4 GiB)
+DEFAULT_RANK_ROWS = ["realistic:1024:1GiB", "realistic:2048:1GiB", "realistic:4096:1GiB", "realistic:8192:1GiB",
+                     "realistic:16384:1GiB", "realistic:16384:4GiB"]
 # The issue's yardstick: `grep -c -E` of eight error triggers (what a person greps a failed job's logs for).
 GREP8 = ["Traceback", "Error", "out of memory", "Watchdog caught", "NCCL WARN", "Killed", "Segmentation fault",
          "timed out"]
@@ -353,10 +358,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--verdicts", help="with --mix: a JSON file of verdicts per tree; compared when it exists, "
                                        "written when it does not")
     ap.add_argument("--code", help="with --mix: run analyze from this source checkout (e.g. the code before a change)")
-    ap.add_argument("--no-html", action="store_true", help="with --mix: skip the -o report.html runs")
+    ap.add_argument("--ranks", nargs="*", default=None, metavar="MIX:RANKS:SIZE",
+                    help="the rank-count table (mix trees, worst row first, RSS fitted as base + per rank); "
+                         "no value: " + " ".join(DEFAULT_RANK_ROWS))
+    ap.add_argument("--no-html", action="store_true", help="with --mix/--ranks: skip the -o report.html runs")
     args = ap.parse_args(argv)
     workdir = args.workdir or tempfile.mkdtemp(prefix="pm-bench-")
     os.makedirs(workdir, exist_ok=True)
+    if args.ranks is not None:
+        args.mix = args.ranks or DEFAULT_RANK_ROWS
+        return main_mix(args, workdir, by_ranks=True)
     if args.mix is not None:
         return main_mix(args, workdir)
     pattern = grep_pattern(trigger_set())
@@ -389,7 +400,39 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def main_mix(args, workdir: str) -> int:
+def rss_fit(rows: list[dict]) -> tuple[float, float]:
+    """(base MB, KB per rank): least squares of the largest process's peak RSS (JSON run) over the rank count."""
+    xs = [r["ranks"] for r in rows]
+    ys = [r["json_rss_mb"] for r in rows]
+    n = len(xs)
+    if n < 2 or len(set(xs)) < 2:
+        return (ys[0] if ys else 0.0), 0.0
+    mx, my = sum(xs) / n, sum(ys) / n
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return my - slope * mx, slope * 1024
+
+
+def rank_table(rows: list[dict]) -> str:
+    """The rank-count table, worst ratio to grep first, and the RSS fit."""
+    head = ("| ranks × per-rank size | files | grep s (min / med) | JSON s (min / med) | JSON ÷ grep (min / med) "
+            "| HTML − JSON s (med) | peak RSS MB, largest process (JSON / HTML) | whole tree MB | verdict |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+    out = []
+    for r in sorted(rows, key=lambda r: -r["json_ratio"][1]):
+        v = r["verdict"]
+        verdict = f"{v['category']}/{v['phase']} {v['culprit_ranks']}" + (" ✓" if r["planted_found"] else " ✗")
+        per = r["bytes"] / r["ranks"]
+        html = f"{r['html_s'][1] - r['json_s'][1]:+.2f}" if "html_s" in r else "-"
+        out.append(f"| {r['ranks']:,} × {per / 1024:,.0f} KiB | {r['files']:,} | {r['grep_s'][0]:.2f} / {r['grep_s'][1]:.2f} | "
+                   f"{r['json_s'][0]:.2f} / {r['json_s'][1]:.2f} | {r['json_ratio'][0]:.1f}x / {r['json_ratio'][1]:.1f}x | "
+                   f"{html} | {r['json_rss_mb']:.0f} / {r.get('html_rss_mb', 0):.0f} | {r['json_tree_rss_mb']:.0f} | "
+                   f"{verdict} |")
+    base, per_rank = rss_fit(rows)
+    return (head + "\n".join(out) + f"\n\nPeak RSS (largest process, JSON) fitted over the rows: {base:.0f} MB + "
+            f"{per_rank:.1f} KB per rank\n")
+
+
+def main_mix(args, workdir: str, by_ranks: bool = False) -> int:
     info = machine()
     print(f"machine: {info['cpu']}, {info['cores']} cores, {info['mem_gib']} GiB, Python {info['python']}, "
           f"{info['grep']}, load {info['load_before']}; grep -c -E of {len(GREP8)} triggers", flush=True)
@@ -417,7 +460,7 @@ def main_mix(args, workdir: str) -> int:
               f"verdict {row['verdict']}"
               + ("" if "verdict_unchanged" not in row else f" unchanged={row['verdict_unchanged']}"), flush=True)
     print()
-    print(mix_table(rows))
+    print(rank_table(rows) if by_ranks else mix_table(rows))
     if args.verdicts and before is None:
         with open(args.verdicts, "w") as fh:
             json.dump({r["spec"]: r["verdict"] for r in rows}, fh, indent=1)

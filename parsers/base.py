@@ -7,7 +7,7 @@ from typing import Callable
 
 from postmortem import textio
 from postmortem.discover import Source
-from postmortem.columns import Columns, to_columns
+from postmortem.columns import Columns, share_text, to_columns
 
 
 @dataclass
@@ -40,8 +40,10 @@ class ParseResult:
 
 
 def compact(result: ParseResult) -> ParseResult:
-    """The same result with every table's rows as Columns (for sending between processes)."""
+    """The same result with every table's rows as Columns (for sending between processes), equal texts of its rows
+    one object (an error line is an event and one of the rank's last lines: it is pickled and held once)."""
     result.rows = {t: rows if isinstance(rows, Columns) else to_columns(rows) for t, rows in result.rows.items()}
+    share_text(result.rows, {}, limit=1 << 30)
     return result
 
 

@@ -2,7 +2,8 @@
 header), `free`/`vmstat` snapshots printed into the same console or captured after start-up output, which the
 file's first bytes did not announce.
 
-Small files are scanned here for the dumps' markers; in big files the line parser meets the marker lines (they are
+Files read whole exactly (their share of the job's exact budget covers them) are scanned here for the dumps'
+markers; in the others the line parser meets the marker lines (they are
 triggers of the whole-file scan, so ordinary logs pay nothing) and calls `read_dumps`. Only then is the file read
 again by the dump's own parser, and only that parser's structured rows (GPU rows, stacks, memory samples) are kept:
 the log's lines stay the line parser's.
@@ -11,11 +12,12 @@ from __future__ import annotations
 
 import re
 
+from parsers import prefilter
 from parsers.base import ParseResult, register
 from postmortem import textio
 from postmortem.discover import Source
 
-SMALL = 256 * 1024  # files up to this size are scanned here; bigger ones through the line parser's triggers
+SMALL = prefilter.EXACT_JOB_BYTES  # the most a file read whole exactly (its share of the exact budget) can hold
 # (a literal every marker line holds: a trigger of the line parser too, the marker regex, the dump kind)
 MARKERS = [
     ("NVIDIA-SMI ", re.compile(r"NVIDIA-SMI \d"), "nvidia_smi"),
@@ -84,8 +86,9 @@ def read_dumps(source: Source, kinds) -> ParseResult:
 
 
 def read_by_line_parser(source: Source) -> bool:
-    """True when the dumps inside this log are found by the line parser's triggers (big or compressed files)."""
-    return source.bytes > SMALL or bool(source.compression)
+    """True when the dumps inside this log are found by the line parser's triggers: a compressed file, or one the
+    line parser does not read whole exactly (its share of the job's exact budget is smaller than the file)."""
+    return bool(source.compression) or prefilter.exact_share(source.bytes, source.exact_bytes) < source.bytes
 
 
 @register("rank_log", "nccl_log", "unknown")

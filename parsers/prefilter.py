@@ -47,7 +47,11 @@ from parsers import literal_scan
 from parsers.formats import trigger_regex
 from postmortem import textio
 
-SUMMARY_MIN_BYTES = 256 * 1024  # smaller files: every progress/step/NCCL line is handed over (nothing summarised)
+# The exact budget: this much of a job's text is read line by line in all, every line that can yield a row handed
+# over as a line reader would (every progress, step and NCCL line); the rest of every file is summarised. It is
+# shared by the job's files (exact_shares): a job of a few small logs is read exactly, one of thousands of ranks is
+# summarised whatever the size of its files, and what is kept exactly costs a fixed amount of time and memory.
+EXACT_JOB_BYTES = 512 * 1024
 CHUNK = 1 << 20
 SHORT_SPAN = 16 * 1024      # spans shorter than this have their newlines counted by bytes.count
 LONG_LINE = 8 << 20           # a line with neither `\n` nor `\r` is cut after this many bytes
@@ -90,6 +94,40 @@ NCCL_TRAIL_KEY_RE = re.compile(rb"NCCLINFO[\w/-]+\.(?:cc|cu|cpp|c|h):->")
 # The raw form for Hyperscan leaves out the `NCCL INFO` part (on half the lines of an NCCL_DEBUG=INFO log, it
 # halves the scan speed); the shape key check (NCCL_TRAIL_KEY_RE) then asks for it.
 NCCL_TRAIL_RAW = rb"(?:\.cc|\.cu|\.cpp|\.c|\.h):[0-9]*[ \t]*->"
+
+
+def exact_shares(sizes: list[int], budget: int | None = None) -> list[int]:
+    """Each file's share of the job's exact budget (EXACT_JOB_BYTES): equal shares, where a file smaller than its
+    share leaves the rest to the others (from the sizes alone, so every engine and worker gets the same shares)."""
+    out = [0] * len(sizes)
+    left = EXACT_JOB_BYTES if budget is None else budget
+    order = sorted(range(len(sizes)), key=lambda i: (sizes[i], i))
+    for k, i in enumerate(order):
+        out[i] = min(max(0, sizes[i]), left // (len(order) - k))
+        left -= out[i]
+    return out
+
+
+def text_size(path: str, size: int, compression: str | None) -> int:
+    """The bytes a file holds once decompressed: a gzip file's own record of it (its trailer), where plausible;
+    else eight times its size."""
+    if not compression:
+        return size
+    try:
+        fd, _ = textio.open_regular(path)
+        try:
+            tail = os.pread(fd, 4, max(0, size - 4))
+        finally:
+            os.close(fd)
+    except (OSError, textio.InputProblem):
+        tail = b""
+    isize = int.from_bytes(tail, "little") if len(tail) == 4 else 0  # the size modulo 4 GiB (one member)
+    return isize if size <= isize <= textio.expansion_bound(size) else size * 8
+
+
+def exact_share(size: int, exact_bytes: int | None) -> int:
+    """The bytes of a file read exactly: its share, or where none was given, that of a job of this one file."""
+    return min(size, EXACT_JOB_BYTES) if exact_bytes is None else exact_bytes
 
 
 def normalise(text: str | bytes) -> bytes:
@@ -406,14 +444,22 @@ class LineScanner:
     """Iterate the interesting lines of one file: (line number, text, steps_only)."""
 
     def __init__(self, path: str, stats: textio.ReadStats, size_hint: int, triggers: Triggers,
-                 exact: bool | None = None):
+                 exact_bytes: int | None = None):
+        """`exact_bytes`: how much of the file's end is read line by line (its share of the job's exact budget,
+        exact_shares; None: the share of a job of this one file); the lines before it are summarised."""
         self.stats, self.trig = stats, triggers
-        self.exact = size_hint < SUMMARY_MIN_BYTES if exact is None else exact
         self.fh = _open(path, stats)
         enc = textio.sniff_encoding(self.fh.peek(4096)[:4096])
         if enc not in ("utf-8", "utf-8-sig"):
             self.fh.close()
             raise NotStreamable(enc)
+        exact_bytes = exact_share(size_hint, exact_bytes)
+        size = self.fh.size if type(self.fh) is _PlainReader else size_hint
+        # the exact part: the lines that start at this offset or later (0: the whole file, as a line reader reads it)
+        self.exact_from = max(0, min(size, textio.MAX_FILE_BYTES) - exact_bytes)
+        self.exact = self.exact_from == 0
+        self.summarised = not self.exact  # whether some lines were summarised (counted, sampled, capped)
+        self._pos = 0  # offset (after a BOM) of the next byte _read returns
         self.stride = max(MIN_STRIDE, size_hint // MAX_SAMPLES)
         self.nccl_counts = {name: 0 for _, name in NCCL_KINDS}
         self.sampled = {"progress_lines": 0, "step_lines": 0}
@@ -425,6 +471,7 @@ class LineScanner:
     def _read(self) -> bytes:
         if self._pushback:
             block, self._pushback = self._pushback, b""
+            self._pos += len(block)
             return block
         block = self.fh.read(CHUNK)
         if not self._started:
@@ -435,7 +482,26 @@ class LineScanner:
             if self._ends[0]:
                 self._whole = False
             self._ends = (self._ends[1], block)
+        self._pos += len(block)
         return block
+
+    def _unread(self, data: bytes) -> None:
+        """Give back bytes read last: the next _read returns them first."""
+        self._pushback = data + self._pushback
+        self._pos -= len(data)
+
+    def _exact_cut(self, buf: bytes, end: int, mid: bool) -> int | None:
+        """Where the exact part starts inside buf[:end] (the file's bytes from self._pos - len(buf); `mid`: buf
+        starts inside a line): the first line start at or after exact_from; None when there is none before end."""
+        if self.exact:
+            return None
+        rel = self.exact_from - (self._pos - len(buf))
+        if rel >= end:
+            return None
+        if rel <= 0 and not mid:
+            return 0
+        i = buf.find(b"\n", max(0, rel - 1), end)
+        return None if i < 0 else i + 1
 
     def tail_lines(self, n: int) -> list[tuple[int, str]]:
         """The file's last n lines (at most TAIL_BYTES of it) as (line number, cleaned text), once it is scanned."""
@@ -456,7 +522,7 @@ class LineScanner:
     def head_lines(self, n: int) -> list[str]:
         """The first n lines (cleaned, decoded) without consuming them: for file-level prefix schemes."""
         if not self._pushback:
-            self._pushback = self._read()
+            self._unread(self._read())
         buf, pos, out = self._pushback, 0, []
         head = buf[:HEAD_BYTES]
         parts = head.split(b"\n", n)
@@ -486,10 +552,14 @@ class LineScanner:
         long line cut between two redraws (continues: the next run goes on with the same line), a truncated line
         or the file's last line. `dirty`: NUL bytes or ANSI escapes inside (to be cleaned line by line)."""
         carry = b""
+        mid = False  # carry starts inside a line (the rest of a long line cut between redraws)
         while True:
             block = self._read()
             if not block:
                 if carry:
+                    if self._exact_cut(carry, len(carry), mid) == 0:  # the last line (no break after it) is exact
+                        self._unread(carry)
+                        return
                     yield carry, 0, len(carry), False, b"\x00" in carry or b"\x1b" in carry
                 return
             buf = carry + block if carry else block
@@ -499,7 +569,7 @@ class LineScanner:
                 cr = carry.rfind(b"\r") if len(carry) >= CHUNK else -1
                 dirty = b"\x00" in carry or b"\x1b" in carry
                 if cr > 0:  # a very long progress line: cut between two redraws and go on with the same line
-                    carry = buf[cr:]
+                    carry, mid = buf[cr:], True
                     yield buf, 0, cr, True, dirty
                 elif len(carry) >= LONG_LINE:  # no break at all: keep the first LONG_LINE bytes, skip the rest
                     carry = b""
@@ -507,7 +577,13 @@ class LineScanner:
                     self._skip_rest_of_line()
                     yield buf, 0, LONG_LINE, False, dirty
                 continue
-            carry = buf[last_nl + 1:]
+            cut = self._exact_cut(buf, last_nl + 1, mid)
+            if cut is not None:  # the exact part starts in this run: the lines before it, then the rest goes back
+                self._unread(buf[cut:])
+                if cut:
+                    yield buf, 0, cut, False, b"\x00" in buf[:cut] or b"\x1b" in buf[:cut]
+                return
+            carry, mid = buf[last_nl + 1:], False
             yield buf, 0, last_nl + 1, False, b"\x00" in buf or b"\x1b" in buf
 
     def _pieces(self) -> Iterator[tuple[list, bool]]:
@@ -516,19 +592,31 @@ class LineScanner:
         A line longer than SPAN_MIN comes as a _Span of the block it lies in: copying megabytes of progress redraws
         out of the block (what `split` does) costs more than judging them."""
         carry = b""
+        mid = False  # carry starts inside a line (the rest of a long line cut between redraws)
         while True:
             block = self._read()
             if not block:
                 if carry:
+                    if self._exact_cut(carry, len(carry), mid) == 0:  # the last line (no break after it) is exact
+                        self._unread(carry)
+                        return
                     yield _clean([carry], carry), False
                 return
             buf = carry + block if carry else block
             last_nl = buf.rfind(b"\n")
+            stop = False
+            if last_nl >= 0:
+                cut = self._exact_cut(buf, last_nl + 1, mid)
+                if cut is not None:  # the exact part starts in this run: the lines before it, the rest goes back
+                    self._unread(buf[cut:])
+                    if not cut:
+                        return
+                    buf, last_nl, stop = buf[:cut], cut - 1, True
             if last_nl < 0:
                 carry, lines, cont = buf, [], False
                 cr = carry.rfind(b"\r") if len(carry) >= CHUNK else -1
                 if cr > 0:  # a very long progress line: cut between two redraws and go on with the same line
-                    lines, carry, cont = [_span_or_bytes(carry, 0, cr)], carry[cr:], True
+                    lines, carry, cont, mid = [_span_or_bytes(carry, 0, cr)], carry[cr:], True, True
                 elif len(carry) < LONG_LINE:
                     continue
                 else:       # no break at all: keep the first LONG_LINE bytes, skip to the next newline
@@ -537,9 +625,11 @@ class LineScanner:
                     self._skip_rest_of_line()
                 yield _clean_items(lines, buf), cont
                 continue
-            carry = buf[last_nl + 1:]
+            carry, mid = buf[last_nl + 1:], False
             if b"\x00" in buf or b"\x1b" in buf:  # rare: clean line by line (copies)
                 yield _clean(buf[:last_nl].split(b"\n"), buf), False
+                if stop:
+                    return
                 continue
             lines = []
             pos = 0
@@ -549,6 +639,8 @@ class LineScanner:
                 lines.append(buf[pos:j] if j - pos <= SPAN_MIN else _Span(buf, pos, j))
                 pos = j + 1
             yield lines, False
+            if stop:
+                return
 
     def _skip_rest_of_line(self) -> None:
         while True:
@@ -557,7 +649,7 @@ class LineScanner:
                 return
             i = block.find(b"\n")
             if i >= 0:
-                self._pushback = block[i + 1:]
+                self._unread(block[i + 1:])
                 return
 
     def __iter__(self) -> Iterator[tuple[int, str, bool]]:
@@ -568,7 +660,9 @@ class LineScanner:
 
     def _scan(self) -> Iterator[tuple[int, str, bool]]:
         trig = self.trig
-        self.long_fast = not self.exact and trig.fast_events() is not None
+        exact = self.exact
+        self.exact = False  # the summarised part first (none when the whole file is exact)
+        self.long_fast = trig.fast_events() is not None
         self.pending_bar: dict[bytes, tuple] = {}
         self.pending_step: dict[tuple, tuple] = {}  # (stream, shape) -> the last step line of that shape
         self.bar_seen = self.step_seen = self.next_bar = self.next_step = 0
@@ -581,22 +675,19 @@ class LineScanner:
         self.unresolved: list = []  # skipped regions not yet looked at for their last progress/step line
         self.capped_shapes: dict = {}  # shape key -> True (informational) or the capped (key, stream, rank) keys
         self.info_skipped = 0
-        self.plain = None  # the last ordinary line of a small file, handed over before the next event line
-        self.info_cap = INFO_CAP if not self.exact else None
+        self.plain = None  # the last ordinary line of the exact part, handed over before the next event line
+        self.info_cap = INFO_CAP
         self.block_counts = False
-        if self.long_fast and SCAN_BLOCKS:
-            lineno = yield from self._scan_blocks()
-        else:
-            lineno = yield from self._scan_lines()
-        if self.unresolved:
-            self._resolve()
-        for ln, raw in sorted(list(self.pending_info.values()) + list(self.pending_err.values())):
-            yield from self._event_items(ln, raw)
-        rest = sorted(list(self.pending_bar.values()) + list(self.pending_step.values()), key=lambda t: t[0])
-        for ln, lazy in rest:
-            text = lazy.text()
-            if text is not None:
-                yield ln, text, True
+        lineno = 0
+        if not exact:
+            if self.long_fast and SCAN_BLOCKS:
+                lineno = yield from self._scan_blocks()
+            else:
+                lineno = yield from self._scan_lines()
+            yield from self._flush()  # what the summarised part holds back comes before the exact part
+        # the exact part: every line that can yield a row, as a line reader gives it
+        self.exact, self.long_fast, self.block_counts, self.info_cap = True, False, False, None
+        lineno = yield from self._scan_lines(lineno)
         self.stats.lines = lineno
         if self.stats.truncated_lines:
             self.stats.problems.append(f"{self.stats.truncated_lines} line(s) longer than {LONG_LINE} bytes "
@@ -606,9 +697,23 @@ class LineScanner:
         self.sampled = {"progress_lines": self.progress, "step_lines": self.steps_n,
                         "repeated_event_lines": self.info_skipped}
 
-    def _scan_lines(self):
-        """Every line through `_one` (small files, and big ones where Hyperscan is missing)."""
-        lineno = 0
+    def _flush(self):
+        """The held-back lines of the summarised part: the latest of capped shapes, the last progress/step lines."""
+        if self.unresolved:
+            self._resolve()
+        for ln, raw in sorted(list(self.pending_info.values()) + list(self.pending_err.values())):
+            yield from self._event_items(ln, raw)
+        rest = sorted(list(self.pending_bar.values()) + list(self.pending_step.values()), key=lambda t: t[0])
+        for ln, lazy in rest:
+            text = lazy.text()
+            if text is not None:
+                yield ln, text, True
+        for held in (self.pending_info, self.pending_err, self.pending_bar, self.pending_step):
+            held.clear()
+
+    def _scan_lines(self, lineno: int = 0):
+        """Every line through `_one` from line lineno + 1 (the exact part, and the summarised part where Hyperscan
+        is missing), up to where the exact part starts (summarised) or to the end (exact)."""
         cont = False
         one = self._one
         for lines, cont_next in self._pieces():
@@ -955,7 +1060,7 @@ class LineScanner:
             if self.exact and line.strip():
                 self.plain = (lineno, line)
             return None
-        if self.exact:  # a small file: every line that can yield a row, as it is
+        if self.exact:  # the exact part: every line that can yield a row, as it is
             if f & F_WINDOW:
                 self.window_end = max(self.window_end, lineno + trig.window_of(key))
             out = [(lineno, _text(line), not f & (F_EVENT | F_NCCL | F_EXCWORD))]

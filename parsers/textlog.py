@@ -88,6 +88,8 @@ MAX_TRACEBACKS_PER_SIGNATURE = 16  # per source and (exception type, innermost u
 MAX_TRACEBACKS = 256               # per source, whatever their signatures (beyond: the last of each signature)
 SCHEME_SAMPLE = 400
 TAIL_LINES_READ = 400   # lines read from a file's end (at most prefilter.TAIL_BYTES) for its ranks' last lines
+TAIL_LINES_ONE_RANK = 2 * 20  # ... of a summarised file of one rank (its path names the rank): its last lines and as
+                              # many before them, against which (and the file's head) a last line is new or not
 TAIL_LINES_KEPT = 20    # last lines kept per rank and file (the last_lines table)
 # What the bytes prefilter (parsers/prefilter.py) needs to know about this parser: a line that can yield a row
 # contains a format trigger (parsers.formats) or one of these; the rest is skipped unread.
@@ -488,6 +490,7 @@ class _StepAccumulator:
         return out
 
 
+TEXT_KINDS = ("rank_log", "nccl_log", "dmesg", "unknown", "pyspy", "nvidia_smi", "stack_dump")
 CONFIG_EVENT_KINDS = ("config", "job_id")
 
 
@@ -500,7 +503,7 @@ def parse_launch_config(source: Source) -> ParseResult:
     return result
 
 
-@register("rank_log", "nccl_log", "dmesg", "unknown", "pyspy", "nvidia_smi", "stack_dump")
+@register(*TEXT_KINDS)
 def parse_textlog(source: Source) -> ParseResult:
     """Stream a text file once: strip prefixes, attribute ranks, extract events/tracebacks/steps/NCCL lines."""
     result = ParseResult()
@@ -638,7 +641,8 @@ def parse_textlog(source: Source) -> ParseResult:
     tbs.finish()
     summary.finish()
     if scanner is not None and not dump:
-        _last_lines(result, source, scanner.tail_lines(TAIL_LINES_READ), head_texts, scheme, base_rank)
+        _last_lines(result, source, scanner.tail_lines(_tail_window(scanner, base_rank)), head_texts, scheme,
+                    base_rank)
     if dump_kinds:  # dumps inside a big log (small ones are read by parsers.embedded directly)
         result.merge(embedded.read_dumps(source, sorted(dump_kinds)))
     for row in steps.rows():
@@ -647,7 +651,7 @@ def parse_textlog(source: Source) -> ParseResult:
         result.problems.append("repetitive lines summarised: " + ", ".join(f"{k} x{v}" for k, v in sorted(dropped.items())))
     if hostpid_rank:
         result.meta["hostpid_rank"] = hostpid_rank
-    if scanner is not None and not getattr(scanner, "exact", True):
+    if scanner is not None and getattr(scanner, "summarised", False):
         if any(scanner.nccl_counts.values()):
             result.meta["nccl_counts"] = {source.source: dict(scanner.nccl_counts)}
         result.meta["summarised"] = {source.source: dict(scanner.sampled)}
@@ -665,6 +669,15 @@ def _prefilter_triggers() -> prefilter.Triggers:
         weak_events=WEAK_EVENT_TRIGGERS, **_gates(), scans=((CONFIG_ECHO_SCAN, True),),
         error_events=sorted({t for f in fmts.FORMATS if f.level == "error" for t in f.triggers} | set(LINE_TRIGGERS)
                             | set(WINDOW_TRIGGERS)))
+
+
+def share_exact_budget(sources: list) -> None:
+    """Give every source this parser reads its share of the job's exact budget (Source.exact_bytes; see
+    prefilter.EXACT_JOB_BYTES): before parsing, from the sizes the discovery saw, on every engine alike."""
+    text = [s for s in sources if not s.problem and s.kind in TEXT_KINDS]
+    shares = prefilter.exact_shares([prefilter.text_size(s.path, s.bytes, s.compression) for s in text])
+    for s, share in zip(text, shares):
+        s.exact_bytes = share
 
 
 def _gates() -> dict:
@@ -689,9 +702,9 @@ def _line_source(source: Source, stats: textio.ReadStats):
     """(scanner or None, the first lines for prefix schemes, iterator of (line number, text, steps_only)).
 
     UTF-8 files go through the bytes prefilter (big ones summarised); UTF-16 ones are read line by line."""
-    hint = source.bytes * (8 if source.compression else 1)
+    hint = prefilter.text_size(source.path, source.bytes, source.compression)
     try:
-        scanner = prefilter.LineScanner(source.path, stats, hint, _prefilter_triggers())
+        scanner = prefilter.LineScanner(source.path, stats, hint, _prefilter_triggers(), source.exact_bytes)
     except prefilter.NotStreamable:
         scanner = None
     if scanner is not None:
@@ -780,6 +793,24 @@ def _line_key(text: str) -> int:
     return zlib.crc32(prefilter.normalise(text))
 
 
+def _tail_window(scanner, base_rank) -> int:
+    """How many of a file's last lines its ranks' last lines are taken from: TAIL_LINES_READ (a console of many
+    ranks interleaves them), but fewer in a summarised file of one rank, whose last lines are its last lines (part
+    of the per-rank budget: a file read whole exactly, as every file of a small job, keeps the full window)."""
+    if base_rank is not None and getattr(scanner, "summarised", False):
+        return TAIL_LINES_ONE_RANK
+    return TAIL_LINES_READ
+
+
+def _line_keys(texts: list[str]) -> list[int]:
+    """_line_key of each text, in one encode and one translate for all of them (texts without a line break)."""
+    joined = "\n".join(texts)
+    if joined.count("\n") != max(0, len(texts) - 1):
+        return [_line_key(t) for t in texts]
+    crc = zlib.crc32
+    return [crc(k) for k in joined.encode("utf-8").translate(None, prefilter.DELETE).split(b"\n")]
+
+
 def line_message(raw: str, scheme, base_rank):
     """(message, prefix info, rank) of one raw line as the last-lines table reads it (a JSON record's message, a
     progress bar's last redraw, launcher and collector prefixes stripped), or None for a line with no message."""
@@ -843,26 +874,37 @@ def _last_lines(result: ParseResult, source: Source, tail: list, head_texts: lis
     the rank printed the same template before (the file's first lines, or earlier in its tail)."""
     if not tail:
         return
-    seen_raw = {_line_key(ln) for ln in head_texts if ln}
-    per_rank: dict = {}
+    lines = []  # (line number, raw line, rank, message, info) of the lines that say something
     for lineno, raw in tail:
         got = line_message(raw, scheme, base_rank)
         if got is None:
             continue
         message, info, rank = got
-        key = _line_key(message)
-        raw_key = _line_key(raw)
-        rows = per_rank.setdefault(rank, [])
-        seen = raw_key in seen_raw and lineno > len(head_texts)
+        lines.append((lineno, raw, rank, message, info))
+    if not lines:
+        return
+    # the template keys of all lines at once; then whether each rank printed a line's template before it
+    keys = _line_keys([t[3] for t in lines])
+    raw_keys = _line_keys([t[1] for t in lines])
+    seen_raw = set(_line_keys([ln for ln in head_texts if ln]))
+    head_n = len(head_texts)
+    per_rank: dict = {}
+    for (lineno, _, rank, _, _), key, raw_key in zip(lines, keys, raw_keys):
+        got = per_rank.get(rank)
+        if got is None:
+            got = per_rank[rank] = ([], set())
+        seen = (raw_key in seen_raw and lineno > head_n) or key in got[1]
         seen_raw.add(raw_key)
-        seen = seen or any(r["key"] == key for r in rows)
-        rows.append({"source": source.source, "line": lineno, "rank": rank, "host": info.get("host") or source.host,
-                     "ts": _ts(info.get("ts")), "key": key, "message": message[:300], "seen": seen})
-    for rows in per_rank.values():
+        got[1].add(key)
+        got[0].append((lineno, key, seen))
+    index = {t[0]: t for t in lines}
+    for rank, (rows, _) in per_rank.items():
         rows = rows[-TAIL_LINES_KEPT:]
-        for i, row in enumerate(rows):
-            row["distance"] = len(rows) - 1 - i
-            result.add("last_lines", row)
+        for i, (lineno, key, seen) in enumerate(rows):
+            _, _, _, message, info = index[lineno]
+            result.add("last_lines", {"source": source.source, "line": lineno, "rank": rank,
+                                      "host": info.get("host") or source.host, "ts": _ts(info.get("ts")), "key": key,
+                                      "message": message[:300], "seen": seen, "distance": len(rows) - 1 - i})
 
 
 def _ts(text: str | None):

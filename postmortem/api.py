@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 # pandas and the stages after parsing are imported while the parser processes run (see _Preload), not before.
 
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024  # below this, process start-up costs more than it saves
+MAX_CHUNK = 64  # files sent to a parser process at a time
 
 
 @dataclass
@@ -118,51 +119,64 @@ Analysis.findings = property(_findings_frame, _set_findings, doc=_findings_frame
 
 
 def parse_all(sources: list, jobs: int | None = None, engine: str = "local", scheduler: str | None = None,
-              quiet: bool = False, preload: "_Preload | None" = None) -> list:
+              quiet: bool = False, preload: "_Preload | None" = None, sink=None) -> list:
     """Parse every source (in parallel processes when it pays); results are in the order of `sources`.
 
-    A progress bar is drawn on stderr while parsing, unless `quiet` or stderr is not a terminal. `preload` is
-    started once the parser processes exist (never before a fork: a thread inside an import at fork time would
-    leave that import's lock held in the child)."""
+    With `sink`, each result is handed to `sink(index of its source, result)` as it arrives (in any order) and not
+    kept: the list returned then holds True for each source. A progress bar is drawn on stderr while parsing, unless
+    `quiet` or stderr is not a terminal. `preload` is started once the parser processes exist (never before a fork:
+    a thread inside an import at fork time would leave that import's lock held in the child)."""
     preload = preload or _Preload(enabled=False)
     from parsers.base import parse_source_compact as parse_source
+    from parsers.textlog import share_exact_budget
+    share_exact_budget(sources)  # what of each file is read exactly: from the whole job, before any file is read
     from postmortem import progress as progress_mod
     total = sum(s.bytes for s in sources if not s.problem)
+    out: list = [None] * len(sources)
+    canon: dict = {}
+
+    def put(i: int, res) -> None:
+        share_text(res.rows, canon)
+        if sink is None:
+            out[i] = res
+        else:
+            sink(i, res)
+            out[i] = True
+
     with progress_mod.make(len(sources), total, quiet=quiet) as bar:
         if engine == "dask":
             from postmortem.engines import dask_parse
             preload.start()  # Dask starts its worker processes with spawn: nothing inherited
-            return dask_parse(sources, scheduler, progress=bar)
+            dask_parse(sources, scheduler, progress=bar, sink=put)
+            return out
         workers = jobs if jobs is not None else (os.cpu_count() or 1)
         if workers <= 1 or len(sources) < 2 or (jobs is None and total < PARALLEL_MIN_BYTES):
             preload.start()
-            out = []
-            for s in sources:
-                out.append(parse_source(s))
+            for i, s in enumerate(sources):
+                put(i, parse_source(s))
                 bar.update(s.bytes)
             return out
         from parsers.base import preload as preload_parsers
         preload_parsers()  # the forked workers inherit the imported parsers and compiled triggers
         # Largest files first so one big file does not finish last; chunks keep IPC small for many tiny files.
         order = sorted(range(len(sources)), key=lambda i: -sources[i].bytes)
-        out = [None] * len(sources)
         try:
             with ProcessPoolExecutor(max_workers=workers) as pool:
+                # chunks of at most MAX_CHUNK files: a chunk's results are unpickled at once, so bigger ones
+                # would make the parent's peak grow with the number of files
                 results = pool.map(parse_source, [sources[i] for i in order],
-                                   chunksize=max(1, len(sources) // (workers * 8)))
+                                   chunksize=max(1, min(MAX_CHUNK, len(sources) // (workers * 8))))
                 preload.start()  # map() has forked every worker (fork pools start them all on the first task)
-                canon: dict = {}
                 for i, res in zip(order, results):
-                    share_text(res.rows, canon)
-                    out[i] = res
+                    put(i, res)
                     bar.update(sources[i].bytes)
         except BrokenProcessPool:
             preload.join()  # _isolate forks again
-            _isolate(sources, out, bar)
+            _isolate(sources, out, bar, put)
         return out
 
 
-def _isolate(sources: list, out: list, bar) -> None:
+def _isolate(sources: list, out: list, bar, put) -> None:
     """A parser process died (killed for memory, a crash in C code): parse what is left one file per process, so
     the file that kills its process is named in its problem and every other file is still read."""
     from parsers.base import ParseResult
@@ -172,10 +186,10 @@ def _isolate(sources: list, out: list, bar) -> None:
             continue
         try:
             with ProcessPoolExecutor(max_workers=1) as pool:
-                out[i] = pool.submit(parse_source, src).result()
+                put(i, pool.submit(parse_source, src).result())
         except BrokenProcessPool:
-            out[i] = ParseResult(bytes=src.bytes, problems=[
-                "the parser process died while reading this file (killed, e.g. out of memory); not parsed"])
+            put(i, ParseResult(bytes=src.bytes, problems=[
+                "the parser process died while reading this file (killed, e.g. out of memory); not parsed"]))
         bar.update(src.bytes)
 
 
@@ -204,7 +218,10 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
     # With parser processes, an HTML report's charts are drawn by a process forked once they are done (see
     # reports.chart_process): matplotlib is not loaded here while they run.
     preload = _Preload(html=html, charts=not parallel)
-    results = parse_all(sources, jobs=jobs, engine=engine, scheduler=scheduler, quiet=quiet, preload=preload)
+    from postmortem.tables_builder import TableBuilder  # no pandas: it is imported while the files are parsed
+    builder = TableBuilder(sources)
+    # each result goes into the tables' column lists as it arrives: the parsed rows are never all held at once
+    parse_all(sources, jobs=jobs, engine=engine, scheduler=scheduler, quiet=quiet, preload=preload, sink=builder.add)
     preload.join()
     if html and parallel:
         from reports import chart_process
@@ -212,9 +229,7 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
     if plugin_paths:
         from postmortem.rules import load_plugins
         load_plugins(plugin_paths, entry_points=False)
-    from postmortem import tables as tables_mod
-    tables = tables_mod.build(sources, results)
-    del results  # the tables hold what is needed; the parsed rows can go before the rules run
+    tables = builder.finish()
     base_keys = None
     if baseline is not None:
         from postmortem.odd_lines import baseline_keys

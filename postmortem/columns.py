@@ -29,9 +29,49 @@ SHARED_TEXT = ("template", "message", "ts", "desc", "host", "signature", "thread
                "level", "kind", "phase", "subsys", "state", "op")
 
 
-def share_text(rows: dict, canon: dict) -> None:
-    """Make equal strings of the SHARED_TEXT columns one object across results (`canon`: text -> the object kept),
-    as results arrive, so that a 2,048-rank job holds each repeated text once (the parent's peak is these rows)."""
+# Columns of structured values that repeat across ranks (the same config echo's details, the same stack's frames):
+# equal values (same keys in the same order) become one object. They are read, never changed, after parsing.
+SHARED_VALUES = ("details", "frames")
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _frozen(value):
+    """A hashable image of a dict/list of scalars (nested; the type of every non-string scalar kept, 1 is not True),
+    or None when it holds anything else."""
+    t = type(value)
+    if t is str:
+        return value
+    if t in _SCALARS:
+        return (t, value)
+    if t is dict:
+        items = ["d"]
+        for k, v in value.items():
+            f = _frozen(v)
+            if f is None or type(k) is not str:
+                return None
+            items += (k, f)
+        return tuple(items)
+    if t is list:
+        items = ["l"]
+        for v in value:
+            f = _frozen(v)
+            if f is None:
+                return None
+            items.append(f)
+        return tuple(items)
+    return None
+
+
+CANON_MAX = 1 << 16  # values remembered for sharing: what every rank prints is met early, a rank's own text is not
+
+
+def share_text(rows: dict, canon: dict, limit: int = CANON_MAX) -> None:
+    """Make equal strings of the SHARED_TEXT columns, and equal dicts/lists of the SHARED_VALUES columns, one object
+    across results (`canon`: text or frozen value -> the object kept), as results arrive, so that a job of
+    thousands of ranks holds each repeated text, config echo and stack once (the parent's peak is these rows).
+    Past `limit` values new ones are no longer remembered: the rank-specific text that fills it would cost more
+    there than it saves, and what all ranks print is already in."""
+    get = canon.get
     for cols in rows.values():
         if type(cols) is not Columns:
             continue
@@ -39,4 +79,29 @@ def share_text(rows: dict, canon: dict) -> None:
         for name in SHARED_TEXT:
             values = data.get(name)
             if values:
-                data[name] = [canon.setdefault(v, v) if type(v) is str else v for v in values]
+                out = []
+                for v in values:
+                    if type(v) is str:
+                        kept = get(v)
+                        if kept is None:
+                            if len(canon) < limit:
+                                canon[v] = v
+                        else:
+                            v = kept
+                    out.append(v)
+                data[name] = out
+        for name in SHARED_VALUES:
+            values = data.get(name)
+            if values:
+                out = []
+                for v in values:
+                    key = _frozen(v) if type(v) in (dict, list) else None
+                    if key is not None:
+                        kept = get(key)
+                        if kept is None:
+                            if len(canon) < limit:
+                                canon[key] = v
+                        else:
+                            v = kept
+                    out.append(v)
+                data[name] = out

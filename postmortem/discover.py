@@ -15,7 +15,7 @@ KINDS = ("rank_log", "json", "collect_manifest", "nccl_log", "pyspy", "pyspy_jso
 MAX_FILES = 1_000_000  # a guard against pathological trees; beyond it files are listed as skipped
 
 
-@dataclass
+@dataclass(slots=True)  # thousands of them in a big job: no __dict__ per file
 class Source:
     """One input file as discovered: where it is, what it looks like, what its path says about rank/host."""
     path: str                      # absolute path on disk
@@ -29,6 +29,7 @@ class Source:
     compression: str | None = None
     bytes: int = 0
     problem: str | None = None     # set when the file is skipped
+    exact_bytes: int | None = None  # its share of the job's exact budget (parsers.prefilter.exact_shares)
 
     def to_dict(self) -> dict:
         """Plain dict (for pickling to worker processes and for JSON)."""

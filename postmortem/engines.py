@@ -38,9 +38,11 @@ def parse_batch(sources: list) -> list:
     return [parse_source_compact(s) for s in sources]
 
 
-def dask_parse(sources: list, scheduler: str | None = None, progress=None, n_workers: int | None = None) -> list:
+def dask_parse(sources: list, scheduler: str | None = None, progress=None, n_workers: int | None = None,
+               sink=None) -> list:
     """ParseResults for `sources` (in order), computed on the Dask scheduler at `scheduler`, or on a LocalCluster
-    started for this call when no address is given."""
+    started for this call when no address is given. With `sink`, each result goes to `sink(index, result)` as its
+    batch arrives instead (the list returned then holds None)."""
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError as exc:
@@ -64,7 +66,10 @@ def dask_parse(sources: list, scheduler: str | None = None, progress=None, n_wor
         for fut in as_completed(futures):
             group = futures[fut]
             for i, res in zip(group, fut.result()):
-                out[i] = res
+                if sink is None:
+                    out[i] = res
+                else:
+                    sink(i, res)
             if progress is not None:
                 progress.update(sum(sources[i].bytes for i in group), files=len(group))
         return out

@@ -2,10 +2,15 @@
 from __future__ import annotations
 
 import re
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from postmortem.columns import Columns, to_columns  # noqa: F401 - re-exported
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas is imported where frames are built, not with this module: the parent folds parse results into column
+# lists (postmortem.tables_builder) while pandas is still being imported beside the parser processes.
 
 SCHEMA_VERSION = 1
 
@@ -72,12 +77,17 @@ def frame_from_columns(table: str, data: dict[str, list], n: int, ts_ref=None) -
 
     `ts_ref` (a UTC Timestamp) gives stamps without a year (glog's `W1121 14:03:58`, syslog's `Nov 20 16:03:25`) the
     year that puts them nearest to it; without it they stay NaT, and `df.attrs["ts_without_year"]` counts them."""
+    import pandas as pd
     cols = columns(table)
     check_columns(table, data)
     out = {}
     undated = 0
     for col in cols:
-        values = pd.Series(data[col] if col in data else [None] * n, dtype=object)
+        raw = data.get(col)
+        if isinstance(raw, pd.Series) and col in DTYPES:  # typed already (postmortem.tables_builder.Numbers)
+            out[col] = raw
+            continue
+        values = pd.Series(raw if raw is not None else [None] * n, dtype=object)
         if col == "ts":
             out[col], undated = times(values, ts_ref)
         elif col in BOOL_COLUMNS:
@@ -121,6 +131,7 @@ def _normal_stamp(text: str) -> str | None:
 
 def year_for(month: int, day: int, ref: pd.Timestamp) -> int:
     """The year that puts month/day nearest to `ref` (a stamp without a year read beside dated ones)."""
+    import pandas as pd
     best, gap = ref.year, None
     for year in (ref.year - 1, ref.year, ref.year + 1):
         try:
@@ -135,6 +146,7 @@ def year_for(month: int, day: int, ref: pd.Timestamp) -> int:
 def times(values: pd.Series, ref: pd.Timestamp | None = None) -> tuple[pd.Series, int]:
     """UTC datetimes in one unit for every table (pandas would pick s or us per table from the values), and how many
     stamps had no year and were left NaT for want of `ref`."""
+    import pandas as pd
     # Each line's own format: inferring one format from the first value would turn every other shape (an ISO `T…Z`
     # stamp after a `2024-05-01 10:00:00` one) into NaT. ISO first (fast), then the rest one by one.
     # (numbers are no times here: a hostile file could put one where a stamp goes)
@@ -185,6 +197,7 @@ def conform(df: pd.DataFrame, dtypes: dict[str, str]) -> pd.DataFrame:
     """`df` with every listed column in its documented dtype (in place; returned for chaining). pandas 3 infers
     `str` for a column of strings and `datetime64[s, UTC]` from second-resolution stamps; the notebook API promises
     `object` and `datetime64[ns, UTC]` (docs/tables.md), whatever pandas version built the frame."""
+    import pandas as pd
     for col, dtype in dtypes.items():
         if col not in df.columns or str(df[col].dtype) == dtype:
             continue
@@ -210,6 +223,7 @@ def documented_dtypes(table: str) -> dict[str, str]:
 
 
 def _coerce(series: pd.Series, dtype: str) -> pd.Series:
+    import pandas as pd
     if dtype == "Int64":
         return pd.to_numeric(series, errors="coerce").round().astype("Int64")
     return pd.to_numeric(series, errors="coerce").astype(dtype)

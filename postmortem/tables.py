@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from itertools import repeat
 
 import pandas as pd
 
@@ -56,36 +55,33 @@ del _name
 
 
 def build(sources: list[Source], results: list) -> Tables:
-    """Assemble tables from discovered sources and their ParseResults (same order; rows as dicts or Columns)."""
-    acc: dict[str, dict[str, list]] = {name: {c: [] for c in schema.columns(name)} for name in schema.TABLE_NAMES}
-    counts = dict.fromkeys(schema.TABLE_NAMES, 0)
-    meta: dict = {"hostpid_rank": {}, "world_size_claims": []}
-    source_rows = []
-    for src, res in zip(sources, results):
-        problem = "; ".join(res.problems) if res.problems else None
-        source_rows.append({
-            "source": src.source, "line": None, "rank": src.rank if src.rank is not None else src.local_rank,
-            "host": src.host, "ts": None, "kind": src.kind, "compression": src.compression, "bytes": src.bytes,
-            "lines": res.lines, "parsed_ok": src.problem is None and not _fatal(res), "problem": problem,
-            "job": None})
-        for table, trows in res.rows.items():
-            block = trows if isinstance(trows, schema.Columns) else schema.to_columns(trows)
-            schema.check_columns(table, block.data)
-            for col, values in acc[table].items():
-                got = block.data.get(col)
-                values.extend(got if got is not None else repeat(None, block.n))
-            counts[table] += block.n
-        meta.setdefault("collector_env", {}).update(res.meta.get("collector_env", {}))
-        for key, value in res.meta.get("hostpid_rank", {}).items():
-            meta["hostpid_rank"][key] = value
-        for key in ("nccl_counts", "summarised"):  # bounded summaries of repetitive lines, per source
-            if res.meta.get(key):
-                meta.setdefault(key, {}).update(res.meta[key])
-    block = schema.to_columns(source_rows)
-    acc["sources"], counts["sources"] = block.data, block.n
+    """Assemble tables from discovered sources and their ParseResults (same order; rows as dicts or Columns; the
+    results' rows are moved out of them)."""
+    from postmortem.tables_builder import TableBuilder
+    builder = TableBuilder(sources)
+    for i, res in enumerate(results):
+        builder.add(i, res)
+    return builder.finish()
+
+
+def assemble(sources: list[Source], acc: dict[str, dict[str, list]], counts: dict[str, int], meta: dict) -> Tables:
+    """The validated tables from their column lists (rows in the order of the sources; `acc` is used up)."""
+    from postmortem.tables_builder import Numbers
     _resolve_hostpid_ranks(acc, meta["hostpid_rank"])
-    frames = {name: schema.frame_from_columns(name, acc[name], counts[name]) for name in schema.TABLE_NAMES}
-    _date_stamps_without_year(frames, acc, counts)
+    raw_ts: dict[str, list] = {}
+
+    def frame_of(name: str) -> pd.DataFrame:
+        data = acc.pop(name)  # one table at a time: its column lists go as soon as its frame holds the values
+        for col, values in data.items():
+            if type(values) is Numbers:
+                typed = values.series()
+                data[col] = typed if typed is not None else values.as_list()
+        df = schema.frame_from_columns(name, data, counts[name])
+        if df.attrs.get("ts_without_year"):
+            raw_ts[name] = data["ts"]  # read again once the job's dated stamps say the year
+        return df
+    frames = {name: frame_of(name) for name in schema.TABLE_NAMES}
+    _date_stamps_without_year(frames, raw_ts)
     frames["stacks"] = stacks_mod.join_ranks(frames["stacks"], meta["hostpid_rank"])  # dumped pids -> NCCL ranks
     frames["stacks"] = traceback_stacks(frames["stacks"], frames["tracebacks"])
     for name, df in frames.items():
@@ -143,7 +139,7 @@ def traceback_stacks(stacks: pd.DataFrame, tracebacks: pd.DataFrame) -> pd.DataF
     return pd.concat([stacks, extra], ignore_index=True) if len(stacks) else extra
 
 
-def _date_stamps_without_year(frames: dict[str, pd.DataFrame], acc: dict, counts: dict) -> None:
+def _date_stamps_without_year(frames: dict[str, pd.DataFrame], raw_ts: dict[str, list]) -> None:
     """glog and syslog stamps name no year (`W1121 14:03:58`): give them the year of the job's dated stamps (the
     collector's arrival times, torchrun's error files, ISO log lines, flight-recorder records) when any exist."""
     undated = {name: df.attrs.pop("ts_without_year", 0) for name, df in frames.items()}
@@ -156,14 +152,9 @@ def _date_stamps_without_year(frames: dict[str, pd.DataFrame], acc: dict, counts
     for name, n in undated.items():
         if n:   # only the rows still without a time are read again
             ts = frames[name]["ts"]
-            raw = pd.Series(acc[name]["ts"], dtype=object, index=ts.index)
+            raw = pd.Series(raw_ts[name], dtype=object, index=ts.index)
             redo = ts.isna() & raw.notna()
             frames[name].loc[redo, "ts"] = schema.times(raw[redo], ref)[0]
-
-
-def _fatal(res) -> bool:
-    return any(p.startswith(("parsers.", "truncated or corrupt", "decode error")) or " failed:" in p
-               for p in res.problems)
 
 
 def _resolve_hostpid_ranks(cols: dict[str, dict[str, list]], hostpid_rank: dict) -> None:

@@ -384,12 +384,16 @@ def _steps(tables, axis: Axis) -> tuple[dict, dict, str | None, Axis]:
         return last, series, phase, step_axis
     # the last step of each rank: its highest progress, in its own reports (timed or not)
     o = own.sort_values(["rank", "line"], kind="stable")
-    for r, g in o.groupby("rank", sort=True):
-        top = g.loc[g["progress"].idxmax()]
-        hit = st[(st["rank"] == r) & (st["source"] == top["source"]) & (st["line"] == top["line"])] if len(st) else st
-        x = float(hit["x"].iloc[0]) if len(hit) else float("nan")
-        last[int(r)] = (int(top["step"]), x, step_axis.where(x, top["source"], top["line"])
-                        if x == x else f"{top['source']}:{int(top['line'])}")
+    # each step line's x, by (rank, source, line), the first in the table's order (one pass, not one per rank)
+    at: dict = {}
+    for r, src, line, x in zip(st["rank"], st["source"], st["line"], st["x"]):
+        if r is not pd.NA and line is not pd.NA and r == r and line == line:
+            at.setdefault((int(r), src, int(line)), x)
+    top = o.groupby("rank", sort=True)["progress"].idxmax()  # each rank's first report of its highest progress
+    tops = o.loc[top.to_numpy()]
+    for r, step, src, line in zip(top.index, tops["step"], tops["source"], tops["line"]):
+        x = float(at.get((int(r), src, int(line)), float("nan"))) if pd.notna(line) else float("nan")
+        last[int(r)] = (int(step), x, step_axis.where(x, src, line) if x == x else f"{src}:{int(line)}")
     if not len(st):
         return last, series, phase, step_axis
     # Rank-sorted, x-sorted within a rank (stable: equal x keep table order), so each rank is one slice.

@@ -691,6 +691,8 @@ def end_rows(ranks, culprits, affected=(), t=None, lang: str = "en", stacks=None
                cell(rec.get("exit")), ended)
         groups.setdefault(key, []).append(r)
         shown_err.setdefault(key, err)
+    if len(groups) > MAX_END_ROWS:
+        groups, shown_err = _alike(groups, shown_err)
     order = {"culprit": 0, "affected": 1, "other": 2}
     rows = []
     for key, members in sorted(groups.items(), key=lambda kv: (order[kv[0][1]], kv[1][0])):
@@ -705,6 +707,36 @@ def end_rows(ranks, culprits, affected=(), t=None, lang: str = "en", stacks=None
                            role_words={"culprit": t["role_culprit"], "affected": t["role_affected"]}.get(role, ""),
                            stopped=stop, ended=ended))
     return rows[:MAX_END_ROWS], max(0, len(rows) - MAX_END_ROWS)
+
+
+_NUMBER = re.compile(r"\d+")
+
+
+def _alike(groups: dict, shown_err: dict) -> tuple[dict, dict]:
+    """Groups of ranks that ended alike, ignoring the numbers that only say which one it was (its pid, its time, a
+    count in its message) and where each stopped counting steps (shown as a range): a job of thousands of ranks,
+    whose end rows would otherwise be one per rank. Each row shows its lowest rank's words as the example."""
+    merged: dict = {}
+    for key, members in groups.items():
+        _, role, step, doing, coll, err, ex, ended = key
+        # (the error is shown cut at a length: masked, its start is what ranks that ended alike share)
+        alike = (role, _NUMBER.sub("N", doing), coll, _NUMBER.sub("N", err)[:60], _NUMBER.sub("N", ex), ended)
+        got = merged.setdefault(alike, [[], [], None])
+        got[0].extend(members)
+        if step:
+            got[1].append(int(step))
+        if got[2] is None or members[0] < got[2][0]:
+            got[2] = (members[0], key)
+    out: dict = {}
+    errs: dict = {}
+    for members, steps, (_, key) in merged.values():
+        _, role, _, doing, coll, err, ex, ended = key
+        lo, hi = (min(steps), max(steps)) if steps else (None, None)
+        step = "" if lo is None else str(lo) if lo == hi else f"{lo}–{hi}"
+        new = (None, role, step, doing, coll, err, ex, ended)
+        out[new] = sorted(members)
+        errs[new] = shown_err[key]
+    return out, errs
 
 
 MAX_ODD_ROWS = 8

@@ -15,6 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import make_tree  # noqa: E402
+from parsers import prefilter  # noqa: E402
 
 # Every line (or `\r` segment) the generator writes, by file, with the FORMATS.md section that documents its shape.
 RANK_LOG_SHAPES = [
@@ -136,8 +137,10 @@ def test_analyze_finds_the_planted_oom(tree):
     assert (v.category, v.phase, list(v.culprit_ranks)) == ("gpu_oom", "sample", [m["culprit_rank"]])
     assert v.step == m["fail_step"]
     assert a.tables.meta["world_size"] == 16
-    # the big rank logs were summarised (sampled progress, counted NCCL topology lines), not turned into rows
-    assert a.tables.steps.groupby("rank").size().max() < 250
+    # the big rank logs were summarised (sampled progress, counted NCCL topology lines), not turned into rows: but
+    # for their share of the job's exact budget (a tqdm redraw is at least 80 bytes), a few rows per rank
+    assert len(a.tables.steps) < 16 * 4 * prefilter.MAX_SAMPLES + prefilter.EXACT_JOB_BYTES // 80
+    assert sum(1 for s in a.tables.meta["summarised"] if re.search(r"/rank\d+\.log$", s)) == 16
     assert sum(c["channel"] for c in a.tables.meta["nccl_counts"].values()) > 16 * 32
     assert len(a.tables.nccl) < 16 * 12
 
@@ -169,13 +172,20 @@ def test_grep_pattern_is_the_prefilter_trigger_set():
 
 
 @pytest.mark.parametrize("mix", ["realistic", "nccl", "redraw", "hfdict", "warning", "short", "errors"])
-def test_every_line_mix_keeps_the_planted_verdict_with_bounded_tables(tmp_path, mix):
+def test_every_line_mix_keeps_the_planted_verdict_with_bounded_tables(tmp_path, monkeypatch, mix):
     import mix_tree
     m = mix_tree.make_mix_tree(str(tmp_path / "t"), mix, ranks=4, size=3 * make_tree.MIB)
     a = postmortem.analyze(str(tmp_path / "t"), quiet=True)
     assert (a.verdict.category, a.verdict.culprit_ranks) == ("gpu_oom", [m["culprit_rank"]])
     t = a.tables
-    # a fixed budget per rank: rows follow the ranks, not the ~5,000 lines of each kind every rank printed
+    # what the job's exact budget reads line by line (a step row, an event: 60 bytes of text at least) plus a fixed
+    # budget per rank: rows follow the ranks, not the ~5,000 lines of each kind every rank printed
+    base = prefilter.EXACT_JOB_BYTES // 60
+    assert len(t.steps) < 4 * 80 + base and len(t.events) < 4 * 600 + base and len(t.tracebacks) < 4 * 300 + base
+    monkeypatch.setattr(prefilter, "EXACT_JOB_BYTES", 0)  # the per-rank budget alone
+    a = postmortem.analyze(str(tmp_path / "t"), quiet=True)
+    assert (a.verdict.category, a.verdict.culprit_ranks) == ("gpu_oom", [m["culprit_rank"]])
+    t = a.tables
     assert t.steps.groupby("rank").size().max() < 80
     assert len(t.events) < 4 * 600 and len(t.tracebacks) < 4 * 300
     assert len(a.to_json()) < 100_000

@@ -24,3 +24,30 @@ def test_equal_text_becomes_one_object_and_nothing_else_changes():
     assert a["events"].data["message"][0] != b["events"].data["message"][0]
     assert a["events"].data["line"] == [10, None] and a["other"] == [{"x": 1}]  # non-text and non-Columns untouched
     assert isinstance(a["events"], Columns)
+
+
+def test_equal_details_and_frames_become_one_object_but_not_values_of_other_types():
+    def res(pid):
+        rows = [{"details": {"key": "sample_every", "value": 1000.0, "format": "config-echo"}},
+                {"details": {"key": "x", "value": 1}}, {"details": {"key": "x", "value": True}},
+                {"details": {"format": "f", "pid": pid}}]
+        stacks = [{"frames": [{"func": "all_gather", "file": "c10d.py", "line": 3707}]}]
+        return {"events": to_columns(rows), "stacks": to_columns(stacks)}
+    a, b = res(1), res(2)
+    canon: dict = {}
+    for r in (a, b):
+        share_text(r, canon)
+    da, db = a["events"].data["details"], b["events"].data["details"]
+    assert da[0] is db[0] and a["stacks"].data["frames"][0] is b["stacks"].data["frames"][0]
+    assert da[1] is not da[2] and da[2]["value"] is True   # 1 and True are equal, but not the same value
+    assert da[3] is not db[3] and db[3]["pid"] == 2
+
+
+def test_past_the_limit_new_text_is_not_remembered_but_known_text_is_still_shared():
+    canon: dict = {}
+    first = {"events": to_columns([{"message": "every rank prints this"}, {"message": "rank 0's own"}])}
+    share_text(first, canon, limit=2)
+    later = {"events": to_columns([{"message": "".join(["every rank ", "prints this"])}, {"message": "rank 1's own"}])}
+    share_text(later, canon, limit=2)
+    assert later["events"].data["message"][0] is first["events"].data["message"][0]
+    assert len(canon) == 2 and "rank 1's own" not in canon

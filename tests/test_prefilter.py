@@ -59,8 +59,15 @@ def _big_log(tmp_path, name="rank5.log", steps=20000, tail=""):
     body = "".join(_bar(n) for n in range(1, steps + 1))
     p = tmp_path / name
     p.write_text(head + body + tail, encoding="utf-8")
-    assert p.stat().st_size > prefilter.SUMMARY_MIN_BYTES
+    assert p.stat().st_size > prefilter.EXACT_JOB_BYTES  # more than a job of this one file reads exactly
     return p
+
+
+def _summarised(path) -> "Source":
+    """The source of a file of a job with many files: its share of the exact budget is nothing."""
+    [src] = discover(str(path))
+    src.exact_bytes = 0
+    return src
 
 
 def test_big_file_progress_is_sampled_but_the_last_step_and_the_glued_error_are_exact(tmp_path):
@@ -92,8 +99,7 @@ def test_repeated_redraws_of_an_event_bar_are_one_run(tmp_path):
     sampling = "".join(f"\rSampling: {k * 2:3d}%|{'█' * (k // 5):<10}| {k}/50 [00:{k:02d}<00:10,  1.90s/it]"
                        for k in range(51))
     p = _big_log(tmp_path, tail="\n" + sampling + "\n")
-    [src] = discover(str(p))
-    res = parse_source(src)
+    res = parse_source(_summarised(p))
     starts = [e for e in res.rows["events"] if e["kind"] == "sample_start"]
     assert 1 <= len(starts) <= 3
     sample_steps = [s for s in res.rows["steps"] if s["phase"] == "sample"]
@@ -145,7 +151,7 @@ def test_a_line_without_breaks_is_cut_not_held(tmp_path, monkeypatch):
     p = tmp_path / "runaway.log"
     p.write_bytes(b"x" * (1 << 18) + b"\nRuntimeError: CUDA error: an illegal memory access was encountered\n")
     stats = textio.ReadStats()
-    sc = prefilter.LineScanner(str(p), stats, p.stat().st_size, textlog._prefilter_triggers())
+    sc = prefilter.LineScanner(str(p), stats, p.stat().st_size, textlog._prefilter_triggers(), exact_bytes=0)
     items = list(sc)
     assert [ln for ln, _, _ in items] == [2] and stats.lines == 2
     assert stats.truncated_lines == 1 and any("truncated" in pr for pr in stats.problems)
@@ -246,7 +252,7 @@ def test_random_big_logs_give_the_same_event_lines_on_the_fast_and_the_exact_pat
             monkeypatch.setattr(prefilter.LineScanner, "_one_bar_run", lambda self, line: None)
             monkeypatch.setattr(prefilter, "SPAN_MIN", 1 << 40)  # and every line copied out, as before spans
         stats = textio.ReadStats()
-        sc = prefilter.LineScanner(str(p), stats, max(p.stat().st_size, prefilter.SUMMARY_MIN_BYTES), trig)
+        sc = prefilter.LineScanner(str(p), stats, p.stat().st_size, trig, exact_bytes=0)
         items = list(sc)
         outs.append(([i for i in items if not i[2]], stats.lines, sc.nccl_counts))
         assert len([i for i in items if i[2]]) <= 4 * prefilter.MAX_SAMPLES + 2 * len(outs[-1][0])
@@ -289,8 +295,7 @@ def test_every_handed_over_line_is_numbered_where_it_is(tmp_path, monkeypatch, s
     p.write_bytes(data)
     monkeypatch.setattr(prefilter, "CHUNK", 1 << 16)
     monkeypatch.setattr(prefilter, "MAX_SAMPLES", 64)  # many stride marks per region
-    sc = prefilter.LineScanner(str(p), textio.ReadStats(), max(len(data), prefilter.SUMMARY_MIN_BYTES),
-                               textlog._prefilter_triggers())
+    sc = prefilter.LineScanner(str(p), textio.ReadStats(), len(data), textlog._prefilter_triggers(), exact_bytes=0)
     lines = data.decode("utf-8", "replace").split("\n")
     items = list(sc)
     assert sum(1 for i in items if i[2]) > 8
@@ -337,3 +342,67 @@ def test_rfind_pair_equals_bytes_rfind(seed):
         a, b = rnd.randint(0, n), rnd.randint(0, n + 3)
         for pair in (b"%|", b"{'"):
             assert prefilter._rfind_pair(buf, pair, a, b) == buf.rfind(pair, a, b), (buf, pair, a, b)
+
+
+def test_exact_shares_split_the_budget_and_leave_small_files_whole():
+    sizes = [10, 5000, 10, 300, 10 ** 6, 10 ** 6]
+    shares = prefilter.exact_shares(sizes, budget=4000)
+    assert sum(shares) <= 4000
+    assert shares[0] == shares[2] == 10 and shares[3] == 300      # smaller than a share: read whole
+    assert max(shares[1], shares[4], shares[5]) - min(shares[1], shares[4], shares[5]) <= 1  # the rest split evenly
+    assert shares[1] < 5000
+    assert prefilter.exact_shares(sizes, budget=10 ** 9) == sizes    # a big enough budget reads everything
+    many = prefilter.exact_shares([64 * 1024] * 16384)
+    assert max(many) * 16384 <= prefilter.EXACT_JOB_BYTES and max(many) < 64
+
+
+def test_a_small_file_of_a_big_job_is_summarised_like_a_big_one(tmp_path):
+    """What a file keeps exactly is its share of the job's budget, not its size: a 20 KB rank log of a job of
+    thousands of files has its NCCL INFO lines counted and its progress sampled, as a big log does."""
+    lines = [f"node-1:42:43 [3] NCCL INFO Channel {c % 32:02d}/0 : 3[3] -> 4[4] via P2P/IPC/read" for c in range(200)]
+    lines += [f"{{'loss': {1 + i / 1000:.4f}, 'learning_rate': 1e-05, 'epoch': {i / 100:.2f}}}" for i in range(200)]
+    lines.append("RuntimeError: CUDA error: an illegal memory access was encountered")
+    p = tmp_path / "rank3.log"
+    p.write_text("\n".join(lines) + "\n")
+    [alone] = discover(str(p))
+    res_alone = parse_source(alone)
+    assert len(res_alone.rows["nccl"]) == 200 and len(res_alone.rows["steps"]) == 200  # a job of one file: exact
+    many = [alone] + [discover(str(p))[0] for _ in range(4095)]
+    textlog.share_exact_budget(many)
+    assert alone.exact_bytes < 200
+    res = parse_source(alone)
+    assert "nccl" not in res.rows and res.meta["nccl_counts"][alone.source]["channel"] == 200
+    assert len(res.rows["steps"]) <= prefilter.MAX_SAMPLES + 2 and res.rows["steps"][-1]["loss"] == 1.199
+    assert [e["kind"] for e in res.rows["events"]] == ["cuda_error"] and res.lines == 401
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_the_exact_part_is_what_a_line_reader_gives_for_those_lines(tmp_path, monkeypatch, seed):
+    """A file read partly exactly: every line of the exact part (the lines that start in the file's last
+    `exact_bytes`) is handed over as the whole-file exact path hands it over, after what the summarised part holds
+    back; line numbers and the line count stay right whatever the share."""
+    import random
+    rnd = random.Random(seed)
+    data = _random_log(rnd)
+    p = tmp_path / "rank3.log"
+    p.write_bytes(data)
+    monkeypatch.setattr(prefilter, "CHUNK", 1 << 16)
+    trig = textlog._prefilter_triggers()
+    share = rnd.randrange(0, len(data) + 1)
+    whole = list(prefilter.LineScanner(str(p), textio.ReadStats(), len(data), trig, exact_bytes=len(data)))
+    stats = textio.ReadStats()
+    part = list(prefilter.LineScanner(str(p), stats, len(data), trig, exact_bytes=share))
+    assert stats.lines == textio.count_lines(str(p))
+    starts = [0] + [i + 1 for i, b in enumerate(data) if b == 10]
+    first_exact = next((n + 1 for n, off in enumerate(starts) if off >= len(data) - share and off < len(data)), None)
+    if first_exact is None:
+        return
+    exact_items = [it for it in whole if it[0] >= first_exact]
+    plain_before = [it for it in whole if it[0] < first_exact]  # a line reader's "line before an event"
+    got = [it for it in part if it[0] >= first_exact]
+    assert got[-len(exact_items):] == exact_items if exact_items else True
+    assert len(got) - len(exact_items) <= len(plain_before)
+    lines = data.decode("utf-8", "replace").split("\n")
+    for lineno, text, _ in part:
+        tail = text.replace(textio.TRUNCATION_MARK, "")[-16:].rstrip("\r")
+        assert tail in lines[lineno - 1], (lineno, text[:80])

@@ -661,3 +661,31 @@ def test_table_values_are_in_the_reports_language():
     coll = section(html, "collectives")
     assert "已超时" in coll and ">timeout<" not in coll
     assert "结论的连锁反应" in section(html, "findings")
+
+
+def test_end_rows_of_16384_ranks_group_those_that_ended_alike_culprit_first():
+    """A job of 16,384 ranks: each rank names itself, its pid and its own last step in how it ended; the report's
+    end rows still fit (ranks that ended alike share a row, steps shown as a range) and the culprit comes first."""
+    from reports.viewmodel import MAX_END_ROWS, end_rows
+    n = 16384
+    rows = []
+    for r in range(n):
+        if r == 6918:
+            err = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+            step = 2000
+        elif r in (6917, 6919):
+            err = f"[Rank {r}] NCCL error: remote process exited (pid {4000 + r})"
+            step = 2000
+        else:
+            err = (f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={r % 7 + 90}, "
+                   f"OpType=ALLGATHER) ran for {600000 + r % 13} milliseconds before timing out.")
+            step = 1990 + r % 11
+        rows.append({"rank": r, "last_step": step, "first_error": err, "exit": None})
+    ranks = pd.DataFrame(rows)
+    got, more = end_rows(ranks, culprits=[6918])
+    assert more == 0 and len(got) <= 5
+    assert got[0].culprit and got[0].ranks == "6918"
+    timed_out = max(got, key=lambda row: row.count)
+    assert timed_out.count == n - 3
+    assert timed_out.last_step == "1990–2000"
+    assert sum(row.count for row in got) == n
