@@ -211,6 +211,9 @@ def _analyze(args) -> int:
         return 2
     if analysis.verdict is None:  # the same for every format: nothing was read, so no report is written
         print(f"postmortem: error: no readable files under {args.path}", file=sys.stderr)
+        for src in (analysis.sources or [])[:10]:  # why each file was not read
+            if getattr(src, "problem", None):
+                print(f"  {src.source}: {src.problem}", file=sys.stderr)
         return 2
     if fmt == "json":
         text = analysis.to_json()

@@ -298,3 +298,13 @@ def test_baseline_is_read_and_a_missing_one_is_a_usage_error(tmp_path):
     assert json.loads(with_base.stdout)["verdict"]["culprit_ranks"] == json.loads(without.stdout)["verdict"]["culprit_ranks"]
     missing = _run("analyze", bad, "--baseline", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "nope" in missing.stderr
+
+
+def test_no_readable_file_says_why_each_was_not_read(tmp_path):
+    """A folder of a binary file and a truncated gzip: exit 2, and each file named with its reason."""
+    import gzip as gz
+    (tmp_path / "rank0.log").write_bytes(bytes(range(256)) * 16)
+    (tmp_path / "rank1.log.gz").write_bytes(gz.compress(b"Traceback (most recent call last):\n" * 50)[:30])
+    r = _run("analyze", str(tmp_path))
+    assert r.returncode == 2 and "no readable files" in r.stderr and "Traceback" not in r.stderr
+    assert "rank0.log: binary" in r.stderr and "rank1.log.gz: compressed file could not be decompressed" in r.stderr
