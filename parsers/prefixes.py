@@ -81,7 +81,10 @@ def load_prefixes(defs: list[dict] = PREFIX_DEFS) -> list[Prefix]:
 
 
 PREFIXES = load_prefixes()
-_FIRST_CHARS = set("[(sS0123456789JFMASONDIWEC")
+_FIRST_CHARS = set("[(sS0123456789JFMASOND")
+# A logger's level word starts a prefix only after a timestamp was taken off the same line (icefall's
+# `asctime LEVEL [file:line] (rank/world)`): c10/glog lines that begin with their level skip the prefix regex.
+_AFTER_STAMP_CHARS = set("DIWEC")
 _FIELDS = ("rank", "local_rank", "host", "ts", "pid")
 
 
@@ -140,7 +143,7 @@ def strip_prefixes(line: str) -> tuple[str, dict]:
     info: dict = {}
     msg = line
     for _ in range(8):  # prefixes stack a few deep at most
-        if not msg or msg[0] not in _FIRST_CHARS:
+        if not msg or msg[0] not in _FIRST_CHARS and not (msg[0] in _AFTER_STAMP_CHARS and "ts" in info):
             break
         m = _ALL_RE.match(msg)
         if m is None:

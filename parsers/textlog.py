@@ -212,11 +212,18 @@ _LIBRARY_DIAG = regex.compile(r"\bNCCL (?:INFO|WARN|TRACE)\b|\[[IWEF] [\w.]+\.(?
                               r"^\[?[IWEF]\d{4} \d\d:\d\d:\d\d[.\d]* +\d+ [\w/.]+:\d+\]")
 
 
+def _library_diag(message: str) -> bool:
+    """A library's own diagnostic line (_LIBRARY_DIAG), the regex run only where its literal parts can be."""
+    if "NCCL " in message or ".cpp:" in message or ".cc:" in message or ".h:" in message or ".hpp:" in message:
+        return _LIBRARY_DIAG.search(message) is not None
+    return message[:1] in "[IWEF" and _LIBRARY_DIAG.search(message) is not None
+
+
 def _plain_line(message: str) -> bool:
     """An ordinary line a job prints about its work (not code, a frame, a warning, a library's diagnostic or a
     blank)."""
     return (0 < len(message) < 400 and not message.startswith(("    ", "\t")) and not _prefix_only(message)
-            and "Warning" not in message and "warn(" not in message and not _LIBRARY_DIAG.search(message))
+            and "Warning" not in message and "warn(" not in message and not _library_diag(message))
 
 
 def _before_wait(result: ParseResult, source: Source, plain: tuple) -> None:
@@ -550,13 +557,7 @@ def parse_textlog(source: Source) -> ParseResult:
                 if lm.group("rank") is not None and "rank" not in carry:
                     carry = {**carry, "rank": int(lm.group("rank"))}
                 continue
-            rank = info.get("rank")
-            if rank is None and info.get("local_rank") is not None:
-                rank = info["local_rank"]
-            if rank is None:
-                rank = message_rank(message)
-            if rank is None:
-                rank = base_rank
+            rank = _line_rank(info, message, base_rank)
             ctx = {"rank": rank, "host": info.get("host") or source.host, "ts": _ts(info.get("ts"))}
             if steps_only:  # a sampled progress/step line from the prefilter: nothing but its step row
                 st = parse_step(message)
@@ -832,14 +833,17 @@ def line_message(raw: str, scheme, base_rank):
     message = message.rstrip()  # leading blanks kept: a traceback's code lines are indented
     if not message.strip() or _prefix_only(message):
         return None
+    return message, info, _line_rank(info, message, base_rank)
+
+
+def _line_rank(info: dict, message: str, base_rank):
+    """A line's rank: its prefix's rank, else its local rank, else one its words state, else the file's."""
     rank = info.get("rank")
     if rank is None and info.get("local_rank") is not None:
         rank = info["local_rank"]
     if rank is None:
         rank = message_rank(message)
-    if rank is None:
-        rank = base_rank
-    return message, info, rank
+    return base_rank if rank is None else rank
 
 
 def template_keys(path: str, limit: int) -> tuple[set[int], int]:

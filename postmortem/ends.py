@@ -177,11 +177,11 @@ def fill_ends(tables, rows: dict, row) -> None:
     goes = _GoesOn(tables)
     tb = tables.tracebacks
     if len(tb):
+        from postmortem.rules.facts import in_thread
         handled = handled_tracebacks(tables)
         tb = tb[tb["rank"].notna()]
         handled = [h for h, r in zip(handled, tables.tracebacks["rank"].tolist()) if not _null(r)]
         for rec, was_handled in zip(tb.itertuples(index=False), handled):
-            from postmortem.rules.facts import in_thread
             if str(rec.exc_type).endswith("Warning") or in_thread(rec.frames):
                 continue  # (an exception in a thread other than the main one ends that thread, not the process)
             role, category, basis = classify(rec.exc_type, rec.exc_message, rec.frames)
@@ -388,8 +388,11 @@ class _GoesOn:
                                                _exit_rank(d, pid_rank, one))
                 if rank is not None and not _null(rank) and exit_code(d) == 0:
                     self.exited_ok.add(int(rank))
-        for v in self.after.values():
+        self.ranked_by_source: dict = {}  # source -> the sorted line lists of its ranked streams
+        for (r, src), v in self.after.items():
             v.sort()
+            if r is not None:
+                self.ranked_by_source.setdefault(src, []).append(v)
         self.all_normal = _all_normal(tables, self.exited_ok)
 
     def went_on(self, rank, source, line) -> bool:
@@ -410,7 +413,7 @@ class _GoesOn:
     def _every_rank_went_on(self, source, line: int) -> bool:
         """A line without a rank in a file where ranks report progress: whichever of them printed it, every rank
         of that file trained on (or ended normally) after it, with several reports in all."""
-        ranked = [v for (r, src), v in self.after.items() if src == source and r is not None]
+        ranked = self.ranked_by_source.get(source)
         if not ranked or any(v[-1] <= line for v in ranked):
             return False
         return sum(len(v) - self._bisect(v, line) for v in ranked) >= UNRANKED_GOES_ON
