@@ -191,17 +191,23 @@ def steps_by_rank(ranks, steps=None) -> str:
     """`the last steps reported: rank 0 60, ranks 1-3 61` from the rank end-state table ("" when it says nothing: one
     step for all, or a difference smaller than how often a rank reports, so that it cannot tell who was ahead)."""
     from postmortem.sentences import ranks_phrase
-    if ranks is None or not len(ranks) or "last_step" not in ranks:
+    groups = _last_step_groups(ranks, steps)
+    if not groups:
         return ""
+    return "the last steps reported: " + ", ".join(f"{ranks_phrase(m)} {step}" for step, m in groups)
+
+
+def _last_step_groups(ranks, steps) -> list[tuple[int, list]]:
+    """[(last step, ranks that reported it last)] in step order, at most 6; empty when the steps tell nothing."""
+    if ranks is None or not len(ranks) or "last_step" not in ranks:
+        return []
     known = ranks[ranks["last_step"].notna()]
     if known["last_step"].nunique() < 2:
-        return ""
-    spread = known["last_step"].max() - known["last_step"].min()
-    if spread < report_interval(steps):
-        return ""
+        return []
+    if known["last_step"].max() - known["last_step"].min() < report_interval(steps):
+        return []
     groups = known.groupby("last_step")["rank"].apply(list).sort_index()
-    parts = [f"{ranks_phrase(members)} {int(step)}" for step, members in groups.items()]
-    return "the last steps reported: " + ", ".join(parts[:6])
+    return [(int(step), members) for step, members in groups.items()][:6]
 
 
 def report_interval(steps) -> int:
@@ -266,11 +272,8 @@ def _variant_zh(rule: str, category: str, phase: str | None = None) -> str | Non
 def _zh_steps(ranks, steps=None) -> str:
     """`各 rank 最后报告的训练步：rank 0 为 60，rank 1、2、3 为 61` ("" when it says nothing, as steps_by_rank)."""
     from postmortem.sentences import zh_ranks
-    if not steps_by_rank(ranks, steps):
-        return ""
-    known = ranks[ranks["last_step"].notna()]
-    groups = known.groupby("last_step")["rank"].apply(list).sort_index()
-    return "各 rank 最后报告的训练步：" + "，".join(f"{zh_ranks(m)} 为 {int(step)}" for step, m in list(groups.items())[:6])
+    groups = _last_step_groups(ranks, steps)
+    return "各 rank 最后报告的训练步：" + "，".join(f"{zh_ranks(m)} 为 {step}" for step, m in groups) if groups else ""
 
 
 def why_zh(advice: Advice | None, root: Finding | None, ranks=None, steps=None) -> str:
