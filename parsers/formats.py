@@ -46,6 +46,26 @@ FORMAT_DEFS: list[dict] = [
      "triggers": ["but didn't join collective"],
      "pattern": r"\[(?P<culprit>\d+)\] finished collective #(?P<seq>\d+), but didn't join collective #(?P<next>\d+)",
      "samples": [("    [7] finished collective #182, but didn't join collective #183 (count from 1)", {"culprit": "7", "seq": "182"})]},
+    # the library names the ranks that never arrived (postmortem/named_ranks.py): monitored_barrier on rank 0 lists
+    # the ranks that failed to pass it; TORCH_NCCL_DESYNC_DEBUG's report the lagging ranks
+    {"name": "named-absent-ranks", "kind": "named_ranks", "level": "error",
+     "triggers": ["failed to pass monitoredBarrier", "are the lagging ranks"],
+     "pattern": r"(?:Ranks? (?P<named>\d{1,7}(?:, ?\d{1,7}){0,63}) failed to pass monitoredBarrier(?: in (?P<timeout_ms>\d+) ms)?|ranks \[(?P<lagging>\d{1,7}(?:, ?\d{1,7}){0,63})\] are the lagging ranks)",
+     "samples": [("[rank0]:[E1127 04:58:48.995743661 ProcessGroupGloo.cpp:67] [Rank 0]: Ranks 3 failed to pass monitoredBarrier in 30000 ms",
+                  {"named": "3", "timeout_ms": "30000"}),
+                 ("RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier in 5000 ms", {"named": "1"}),
+                 ("RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 30000 ms", {"named": "1, 3"}),
+                 ("\t - To our best knowledge, ranks [2, 5] are the lagging ranks that caused this timeout. They never joined any collectives",
+                  {"lagging": "2, 5"})]},
+    # how much data a rank says it holds (postmortem/counts.py: the one rank whose count differs from every other's
+    # is where shapes or batch counts diverge)
+    {"name": "per-rank-count", "kind": "data_count", "level": "info",
+     "triggers": ["examples", "samples", "rows", "records", "batches", "items", "sequences", "clips", "images",
+                  "utterances", "documents"],
+     "pattern": r"(?<![\w.])(?P<count>\d{1,12}) (?:[A-Za-z_'-]{1,20} ){0,2}?(?P<unit>examples|samples|rows|records|batches|items|sequences|clips|images|utterances|documents)\b",
+     "samples": [("[rank 2] loaded 513 validation examples from data/val-00002.jsonl", {"count": "513", "unit": "examples"}),
+                 ("epoch 0: 16 batches in this rank's shard", {"count": "16", "unit": "batches"}),
+                 ("rank 1: speech shard mixed-commands-train-001: 1280 clips", {"count": "1280", "unit": "clips"})]},
     {"name": "collective-mismatch", "kind": "collective_mismatch", "level": "error",
      "triggers": ["mismatch between collectives", "inconsistent collective"],
      "pattern": r"Rank (?P<rank_a>\d+) is running (?:inconsistent )?collective: (?P<fp_a>.*?)(?:, but Rank (?P<rank_b>\d+) is running collective: (?P<fp_b>.*?))?(?:\.Collectives differ in the following aspects:\s*(?P<aspects>.*))?$",

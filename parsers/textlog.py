@@ -12,7 +12,7 @@ import regex
 from parsers import formats as fmts
 from parsers import prefilter
 from parsers.base import ParseResult, register
-from parsers import embedded, learned_prefix
+from parsers import embedded, json_fields, learned_prefix
 from parsers.prefixes import strip_prefixes
 from parsers.steps import parse_step
 from postmortem import textio
@@ -780,7 +780,7 @@ def json_record(raw: str):
     host = obj.get("host") or obj.get("hostname")
     if isinstance(host, str) and host:
         info["host"] = host[:100]
-    lines = msg.split("\n")
+    lines = json_fields.with_fields(msg, obj).split("\n")
     for k in _JSON_EXC_KEYS:
         v = obj.get(k)
         if isinstance(v, str) and v.strip() and v.strip() != "None":

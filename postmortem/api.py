@@ -260,6 +260,7 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
     from postmortem.rules import all_rules, run_rules
     from postmortem.attempts import first_attempt
     from postmortem.culprits import find_culprits
+    from postmortem.refine import refine
     from postmortem.odd_lines import odd_lines
     from postmortem.schema import conform, documented_dtypes
     # With restarts, the stages below see the first attempt only (the verdict is about the first failure); the
@@ -269,6 +270,7 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
     work.frames["ranks"] = conform(rank_state(work), documented_dtypes("ranks"))
     work.frames["odd_lines"] = odd_lines(work, baseline)  # templates a minority printed near their end
     work.meta["culprits"] = find_culprits(work.frames["ranks"], work.frames["odd_lines"])  # end-state asymmetry
+    work.meta["culprits"] = refine(work.meta["culprits"], work)  # what the library and the ranks' sequences say
     work.meta["attempts"] = attempts
     selected = all_rules()
     if rules:

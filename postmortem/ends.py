@@ -185,8 +185,8 @@ def fill_ends(tables, rows: dict, row) -> None:
             if str(rec.exc_type).endswith("Warning") or in_thread(rec.frames):
                 continue  # (an exception in a thread other than the main one ends that thread, not the process)
             role, category, basis = classify(rec.exc_type, rec.exc_message, rec.frames)
-            if role == "handled" or role == "root" and was_handled:
-                continue
+            if role == "handled" or was_handled:
+                continue  # (the rank went on training after it: whatever it reported, it was not its end)
             end = "exception" if role == "root" else role
             ends.add(rec.rank, end, f"{rec.exc_type}: {str(rec.exc_message)[:200]}", rec.source,
                      rec.end_line if not _null(rec.end_line) else rec.line, rec.ts,

@@ -512,7 +512,7 @@ FAMILIES = [
                        r"TCP client failed to connect/validate to host ⟪\{\}⟫:⟪\{\}⟫ - retrying")],
       evidence=[("torch", r"^Rendezvous attempt failed, will retry")],
       joins=[("torch", "The client socket has failed to connect to {} {}.")]),
-    F("tcpstore-address-in-use", "rank_crash", ROOT, ["crashed"],
+    F("tcpstore-address-in-use", "nccl_error", ROOT, ["crashed"],
       r"[Aa]ddress already in use|EADDRINUSE|errno: 98\b|The server socket has failed to (?:bind|listen on)",
       ["address", "eaddrinuse", "errno", "server"],
       "The store (or another server) could not bind its port because something already listens there: this "

@@ -53,6 +53,31 @@ _MECHANISMS = {
     "lagging": (
         "straggler", 0.55, "{who} fell behind on the collectives",
         "The lagging rank stopped issuing collectives: look at what it did instead (stacks, its last lines)."),
+    "named-absent": (
+        "straggler", 0.8, "{who} never reached the barrier the library was watching",
+        "The library named the rank that never arrived; find what it did instead after its last line (a long "
+        "data preparation, a loop that never ends, a lock): py-spy dump it on the next stall. If the work is "
+        "legitimate, move it out of the collective's window or raise the timeout; if it should be quick, fix it."),
+    "named-elsewhere": (
+        "barrier_skew", 0.8, "{who} waited in another collective than the one the library was watching",
+        "The named rank called a different collective than its peers: find the branch that sent it there "
+        "(rank-conditional code, a per-rank data condition) and make every rank call the same collectives."),
+    "odd-size": (
+        "barrier_skew", 0.75, "{who} held data of another size than its peers, and the collective over it mismatched",
+        "Make the tensors every rank passes to the collective the same shape: pad to a common length (all_reduce "
+        "the max size first, then pad and trim), use all_gather_object for ragged data, or give every rank the same "
+        "number of examples (DistributedSampler pads; drop_last=True)."),
+    "announced-divergence": (
+        "barrier_skew", 0.7, "{who} took another branch and skipped a collective its peers were in",
+        "The rank said which branch it took (its last line, cited) and so skipped a collective its peers waited "
+        "in: decide such branches collectively (all_reduce the condition, or run the collective with an empty or "
+        "zero contribution instead of skipping it) so every rank issues the same collectives."),
+    "ahead-of-peers": (
+        "barrier_skew", 0.6, "{who} moved on to a later collective than its peers",
+        "The ranks' collective sequences diverged: one side skipped a collective the other still waits in (a "
+        "metric logged with sync only when a condition holds on that rank, a rank-dependent branch). Make every "
+        "rank issue the same collectives in the same order (log the metric on every rank, with a neutral value "
+        "where it is undefined; decide branches collectively)."),
     "odd-lines": (
         "unknown", 0.35, "{who} printed something no other rank did before the job failed",
         "Read the odd rank's last lines (cited): they are the best lead; collect py-spy dumps and the flight "

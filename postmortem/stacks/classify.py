@@ -243,12 +243,41 @@ _LOGGING_NAME = re.compile(r"(?i)(?:^|_)(?:log|logs|logging|logger|print|emit|wr
                            r"(?:_|$)")
 
 
+# A network client reading or writing a socket (the stdlib's and the common HTTP/RPC clients'), and what the user's
+# code that called it was for, by its name: a metrics push or a log upload blocks the loop like any logger, a
+# checkpoint upload is checkpoint I/O, a shard download is data loading.
+_NET_FILES = re.compile(r"^(?:socket|ssl|http/client|urllib/request|xmlrpc/client|ftplib|smtplib)\.py$|"
+                        r"^(?:requests|urllib3|httpx|httpcore|grpc|aiohttp|websocket|botocore|boto3|s3transfer)/")
+_NET_PURPOSE = (("checkpoint_io", re.compile(r"(?i)checkpoint|ckpt|save|upload_model|push_to_hub|weights")),
+                ("data_loading", re.compile(r"(?i)download|fetch_(?:shard|data|batch)|dataset|load_(?:shard|data)")),
+                ("logging", re.compile(r"(?i)metric|log|telemetry|track|report|monitor|push|stat[sd]?\b|export|"
+                                       r"prometheus|heartbeat|notify|alert")))
+
+
+def _network_caller(frames: list[dict]) -> str | None:
+    """The class of a stack blocked in a network client, from the purpose its innermost user caller names."""
+    py = [f for f in frames or [] if not is_native(f)]
+    if not py or not any(_NET_FILES.search(short_file(f.get("file"))) for f in py[:12]):
+        return None
+    user = last_user_frame(frames)
+    if user is None:
+        return None
+    name = str(user.get("func") or "")
+    for cls, rx in _NET_PURPOSE:
+        if rx.search(name):
+            return cls
+    return None
+
+
 def classify_thread(frames: list[dict], active=None) -> str:
     """classify_frames, plus what an idle thread in the user's own code says: py-spy marks a thread idle when it
     waits in a system call, and Python frames show no builtin below the user's line; a user function that logs or
     prints (by its name) idle there is blocked writing its output (a full pipe, a stalled file system, a handler
     lock), so the stack is logging. `active`: py-spy's active flag (None when unknown)."""
     cls = classify_frames(frames)
+    net = _network_caller(frames) if cls in ("unknown", "idle", "sleep_lock") else None
+    if net is not None:
+        return net
     if cls != "unknown" or active is not False:
         return cls
     user = next((f for f in frames or [] if not is_native(f)), None)
