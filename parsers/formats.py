@@ -87,6 +87,12 @@ FORMAT_DEFS: list[dict] = [
      "pattern": r"(?:\[(?P<waiter>\d+)\] is setting up NCCL communicator and retrieving ncclUniqueId from \[(?P<src>\d+)\] via c10d key-value store|Socket Timeout|store->get\('?(?P<key>[^')]*)'?\) got error|wait timeout after (?P<timeout_ms>\d+)ms|(?P<teardown>Failed to check the \"should dump\" flag on TCPStore|recvValue failed|sendBytes failed))",
      "samples": [("RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error",
                   {"waiter": "1", "src": "0"})]},
+    # a c10d client socket (the TCPStore a barrier or rendezvous waits on) that gave up after the process-group timeout
+    {"name": "c10d-socket-timeout", "kind": "store_error", "level": "error",
+     "triggers": ["waitForInput"],
+     "pattern": r"waitForInput: socket .{0,300}? timed out after (?P<timeout_ms>\d+) ?ms",
+     "samples": [("[rank1]:[W516 14:34:56.854597329 socket.cpp:489] [c10d] waitForInput: socket SocketImpl(fd=79, addr=[localhost]:41170, remote=[localhost]:29500) timed out after 1800000ms",
+                  {"timeout_ms": "1800000"})]},
     # torch.distributed's store-based barrier at process-group creation (torch <= 2.0 default, later opt-in): each
     # waiting rank reports how many of the world have arrived; printed while healthy starts wait a moment too
     {"name": "store-barrier-wait", "kind": "store_wait", "level": "info",

@@ -11,7 +11,7 @@ from typing import Callable, Iterable
 from postmortem.findings import CATEGORIES, SEVERITIES, Finding
 
 BUILTIN_FAMILIES = ("memory", "collectives", "hangs", "io", "numerics", "hardware", "crash", "endstate", "flight",
-                    "asymmetry")
+                    "asymmetry", "timing")
 
 
 @dataclass(frozen=True)

@@ -88,10 +88,41 @@ _LAUNCHER_FILES = re.compile(r"^torch/distributed/(?:elastic/agent/|run\.py$|lau
                              r"^deepspeed/launcher/|^accelerate/commands/launch\.py$")
 
 
+# Wrapper frames: a progress bar's or tracker's loop over the object it wraps (`for obj in iterable: yield obj` in
+# tqdm's __iter__, rich's track), a decorator's or context manager's pass-through. A thread whose innermost frame is
+# one of these is inside the wrapped object (a DataLoader's __next__, a collective its iteration issues), not in the
+# wrapper's own work: they decide no class. The wrapper's own work shows as frames inside it (tqdm's refresh,
+# display, its lock), which still classify.
+_WRAPPERS: list[tuple[str, str]] = [
+    (r"^tqdm/(?:std|notebook|asyncio|gui|rich|tk|keras|dask)\.py$", r"^(?:__iter__|__aiter__|__anext__|__next__)$"),
+    (r"^tqdm/contrib/(?:__init__|concurrent|itertools)\.py$", r"^(?:tenumerate|tzip|tmap|tproduct|_executor_map|"
+                                                            r"thread_map|process_map)$"),
+    (r"^rich/progress\.py$", r"^(?:track|__iter__|__next__|_track)$"),
+    (r"^torch/utils/_contextlib\.py$", r"^(?:decorate_context|generator_context|__enter__|__exit__)$"),
+    (r"^contextlib\.py$", r"^(?:__enter__|__exit__|inner)$"),
+    (r"^functools\.py$", r"^(?:wrapper|_wrapper)$"),
+]
+_WRAPPERS_RX = [(re.compile(f), re.compile(fn)) for f, fn in _WRAPPERS]
+
+
+def is_wrapper(frame: dict) -> bool:
+    """A frame that only passes through to what it wraps (postmortem.stacks.classify._WRAPPERS)."""
+    if is_native(frame):
+        return False
+    return _is_wrapper(bare_name(frame.get("func")).rsplit(".", 1)[-1], short_file(frame.get("file") or ""))
+
+
+@lru_cache(maxsize=65536)
+def _is_wrapper(name: str, path: str) -> bool:
+    return any(frx.search(path) and fnrx.search(name) for frx, fnrx in _WRAPPERS_RX)
+
+
 @lru_cache(maxsize=65536)
 def _frame_rule(func: str, file: str, native: bool) -> tuple[str, int] | None:
     name = bare_name(func)
     path = file.replace("\\", "/").rsplit("/", 1)[-1] if native else short_file(file)
+    if not native and _is_wrapper(name.rsplit(".", 1)[-1], path):
+        return None
     for cls, tier, frx, fnrx, nat in _COMPILED:
         if nat and not native:
             continue
