@@ -326,6 +326,9 @@ def why_zh(advice: Advice | None, root: Finding | None, ranks=None, steps=None) 
             return (f"{who}{step}在进程内申请主机内存失败（MemoryError / DefaultCPUAllocator: can't allocate memory），"
                     f"{others}随后失去了与它的连接。检查这次申请的大小（数据中损坏的长度或形状会让它大得离谱）。")
         return f"主机内存耗尽，内核的 OOM killer 杀死了{who}的进程（没有 Python 异常，退出码为 -9/SIGKILL）。"
+    if cat == "dataloader_failure" and "raised" in root.title and "DataLoader worker" in root.title:
+        return (f"{who}的 DataLoader 工作进程{step}运行任务自己的数据代码（__getitem__ 或 collate_fn）时抛出了异常，"
+                "主进程随之重新抛出。工作进程并非因内存或信号而死：是一条该代码无法处理的数据让这个 rank 停了下来。")
     if cat == "dataloader_failure":
         return (f"{who}的一个 DataLoader 工作进程{step}异常退出或卡住（常见原因：/dev/shm 共享内存不足、被信号杀死、"
                 "数据集代码崩溃），主进程随之停止。")

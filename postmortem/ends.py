@@ -221,6 +221,8 @@ def fill_ends(tables, rows: dict, row) -> None:
         if category is None and end == "exception":
             category = _event_category(detail)
         rr.update(end=end, end_detail=detail, end_cause=cause, end_at=at, end_ts=ts, end_category=category)
+    from postmortem import last_words
+    last_words.apply(tables, rows)  # a rank that logged why it stops and left: its own words are its end
 
 
 def _event_category(detail: str) -> str | None:

@@ -94,6 +94,16 @@ def _others(f: Finding) -> str:
     return ranks_phrase(f.affected_ranks, none="the other ranks")
 
 
+def _own_words(f: Finding, zh: bool = False) -> str:
+    """` ('data check failed: ...')`: the culprit's own last line as its finding cites it ("" when none is cited)."""
+    for e in f.evidence:
+        text = str(e.text)
+        if e.rank in f.culprit_ranks and "after logging: " in text:
+            quote = clip(text.split("after logging: ", 1)[1], 140)
+            return f"（“{quote}”）" if zh else f" ('{quote}')"
+    return ""
+
+
 def finding_sentence(f: Finding) -> str:
     """The finding as one sentence: what happened, on which rank, at which step or phase, and why."""
     who, whose = ranks_phrase(f.culprit_ranks, capital=True), ranks_phrase(f.culprit_ranks)
@@ -106,6 +116,10 @@ def finding_sentence(f: Finding) -> str:
     if cat == "host_oom":
         return f"The kernel's out-of-memory killer {hedge}ended {whose}{step} because the host ran out of RAM."
     if cat == "dataloader_failure":
+        if "raised" in f.title and "DataLoader worker" in f.title:  # the data code's own exception, not a death
+            exc = re.search(r"raised (\S+)", f.title)
+            return (f"The data code of {whose} {hedge}raised {exc.group(1) if exc else 'an exception'} in a "
+                    f"DataLoader worker{step}, and the rank stopped.")
         shm = " (out of shared memory)" if "shared memory" in f.title else ""
         return f"A DataLoader worker of {whose} {hedge}died{shm}{step}, and the rank stopped with it."
     if cat == "barrier_skew":
@@ -146,6 +160,10 @@ def finding_sentence(f: Finding) -> str:
         code = re.search(r"exited \(([^)]*)\)", f.title)
         after = f", and {_others(f)} lost it" if f.affected_ranks else ""
         return f"{who} {hedge}exited ({code.group(1) if code else 'non-zero'}) without an exception{step}{after}."
+    if cat == "rank_crash" and "logged an error and exited" in f.title:
+        said = _own_words(f)
+        after = f", and {_others(f)} lost it" if f.affected_ranks else ""
+        return f"{who} {hedge}logged an error and exited{step}{said}{after}."
     if cat == "rank_crash":
         exc = exception_name(f)
         with_exc = f" with {exc}" if exc else " with an exception"
@@ -189,6 +207,9 @@ def finding_sentence_zh(f: Finding) -> str:
     if cat == "host_oom":
         return f"主机内存耗尽，内核 OOM killer {hedge}{step}杀死了{who}。"
     if cat == "dataloader_failure":
+        if "raised" in f.title and "DataLoader worker" in f.title:
+            exc = re.search(r"raised (\S+)", f.title)
+            return f"{who}的数据代码{hedge}{step}在 DataLoader 工作进程中抛出了 {exc.group(1) if exc else '异常'}，该 rank 随之停止。"
         shm = "（共享内存不足）" if "shared memory" in f.title else ""
         return f"{who}的一个 DataLoader 工作进程{hedge}{step}退出{shm}，该 rank 随之停止。"
     if cat == "barrier_skew":
@@ -221,6 +242,9 @@ def finding_sentence_zh(f: Finding) -> str:
     if cat == "rank_crash" and f.rule == "rank-exited-silently":
         code = re.search(r"exited \(([^)]*)\)", f.title)
         return f"{who}{hedge}{step}未抛出异常就退出了（{code.group(1) if code else '非零退出'}）" + (
+            f"，{others}随之失去连接" if f.affected_ranks else "") + "。"
+    if cat == "rank_crash" and "logged an error and exited" in f.title:
+        return f"{who}{hedge}{step}记录了一条错误后自行退出{_own_words(f, zh=True)}" + (
             f"，{others}随之失去连接" if f.affected_ranks else "") + "。"
     if cat == "rank_crash":
         exc = exception_name(f)

@@ -24,7 +24,11 @@ from postmortem.stacks import classify_thread, is_launcher, waits_inside_backwar
 from postmortem.stacks.frames import bare_name, is_native, short_file
 
 ANNOUNCE_NEAR = 3      # an announcing line is at most this many lines before its rank's end
-AHEAD_STRENGTH = 0.6   # two mirrored sides: the one further on is only the likelier culprit
+# Two mirrored sides: the one further on is only the likelier culprit (an if/else whose branches call different
+# collectives puts the culprit on either side of the other), so it names the culprit only where nothing else does
+# and is never lent to a finding (below verdict.LEND_STRENGTH), unless its steps show it further on too.
+AHEAD_STRENGTH = 0.45
+AHEAD_BY_STEPS_STRENGTH = 0.6
 ANNOUNCED_STRENGTH = 0.7
 # End-state mechanisms that rest on how a rank failed by itself; a divergence replaces them only when that failure
 # was the mismatch (the abort of a rank that received another collective's data).
@@ -202,7 +206,10 @@ def diverged(tables, c: Culprits) -> Culprits | None:
                   f"{_say(sorted(behind[1]))} still waited in an earlier one ({at_b}) of the same "
                   f"code path: {_say(who)} most likely skipped the collective the others were in (or they called "
                   "one more); the two sides mirror each other, so this is a hedge")
-        return Culprits(who, "ahead-of-peers", reason, AHEAD_STRENGTH,
+        steps_ahead = _steps_ahead(rows, who, sorted(behind[1]))
+        if steps_ahead:
+            reason += f"; its last training step is later too ({steps_ahead})"
+        return Culprits(who, "ahead-of-peers", reason, AHEAD_BY_STEPS_STRENGTH if steps_ahead else AHEAD_STRENGTH,
                         affected=[x for x in world if x not in who], evidence=_site_ev(s, who + sorted(behind[1])[:1]))
     return None
 
@@ -239,6 +246,16 @@ def _odd_size(tables, c: Culprits, rows: dict) -> Culprits | None:
               f"tensors sized from its data did not match its peers'{aborted}")
     return Culprits([odd.rank], "odd-size", reason, 0.75, affected=[r for r in world if r != odd.rank],
                     evidence=list(odd.evidence) + [e for e in c.evidence[:1]])
+
+
+def _steps_ahead(rows: dict, ahead: list[int], behind: list[int]) -> str:
+    """`step 16 vs 15` when every rank of `ahead` reported a later last training step than every rank of `behind`."""
+    def steps(rs):
+        return [rows.get(r, {}).get("last_step") for r in rs]
+    a, b = steps(ahead), steps(behind)
+    if any(v is None or v is pd.NA or v != v for v in a + b):
+        return ""
+    return f"step {min(a)} vs {max(b)}" if min(a) > max(b) else ""
 
 
 def _site_ev(s: dict[int, Site], ranks: list[int]) -> list[Evidence]:

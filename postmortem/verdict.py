@@ -70,7 +70,7 @@ def _follow_culprits(root: Finding, culprits, ranks) -> None:
         return
     if not root.culprit_ranks and culprits.ranks and culprits.strength >= LEND_STRENGTH:
         root.culprit_ranks = list(culprits.ranks)
-        root.affected_ranks = sorted(set(root.affected_ranks) | set(culprits.affected) - set(culprits.ranks))
+        root.affected_ranks = sorted((set(root.affected_ranks) | set(culprits.affected)) - set(culprits.ranks))
         root.explanation = f"{root.explanation} Culprit from how the ranks ended: {culprits.reason}."
         root.evidence = list(root.evidence) + [e for e in culprits.evidence if e not in root.evidence][:3]
         return

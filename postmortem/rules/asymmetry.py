@@ -88,6 +88,11 @@ _ROOT_ENDS = {
                      "A native crash (segfault, abort, bus error): run with PYTHONFAULTHANDLER=1 and a core dump "
                      "(ulimit -c unlimited) to see the C/C++ frame; check extensions, custom ops and data-dependent "
                      "indexing."),
+    "exited": ("rank_crash", 0.65, "{who} logged an error and exited",
+               "The rank stopped itself: it logged why (its last line, cited) and exited with an error code, and "
+               "the others then lost it in their next collective. Fix what that line names (the data, shard or "
+               "setting it checked); where the condition can hold on one rank only, decide it collectively "
+               "(all_reduce a flag, then every rank stops or skips together) instead of exiting alone."),
     "left": ("rank_crash", 0.4, "{who} exited with an error code and no message",
              "Find the exit: an explicit sys.exit/os._exit with an error code, a native crash, or a kill from outside "
              "(dmesg, the scheduler)."),
@@ -134,7 +139,7 @@ def asymmetry_finding(c: Culprits, ranks) -> Finding | None:
     elif c.mechanism in ("root-failure", "single-rank"):
         mine = ranks[ranks["rank"].isin(c.ranks)] if ranks is not None else None
         ends = set(mine["end"].dropna()) if mine is not None else set()
-        end = next((e for e in ("fatal_signal", "left") if e in ends), None)
+        end = next((e for e in ("fatal_signal", "left", "exited") if e in ends), None)
         if end is not None:
             category, conf, title, fix = _ROOT_ENDS[end]
         else:
