@@ -29,7 +29,7 @@ ANNOUNCE_NEAR = 3      # an announcing line is at most this many lines before it
 # and is never lent to a finding (below verdict.LEND_STRENGTH), unless its steps show it further on too.
 AHEAD_STRENGTH = 0.45
 AHEAD_BY_STEPS_STRENGTH = 0.6
-ANNOUNCED_STRENGTH = 0.7
+ANNOUNCED_STRENGTH = 0.8  # its own words and the call sites agree
 # End-state mechanisms that rest on how a rank failed by itself; a divergence replaces them only when that failure
 # was the mismatch (the abort of a rank that received another collective's data).
 _WEAK = ("none", "gone", "late-arrival", "first-to-wait", "other-call-site", "never-reached", "odd-lines", "lagging",
@@ -172,11 +172,9 @@ def diverged(tables, c: Culprits) -> Culprits | None:
     if sized_by is not None:
         return sized_by
     s = sites(tables)
-    if len(s) < 2:
-        return None
-    groups = _groups(s)
+    groups = _groups(s) if len(s) >= 2 else {}
     if len(groups) < 2:
-        return None
+        return _receiver_only(c, rows, tables)
     sized = sorted(groups.items(), key=lambda kv: len(kv[1]))
     small, big = sized[0], sized[-1]
     world = sorted(rows) or sorted(s)
@@ -212,6 +210,20 @@ def diverged(tables, c: Culprits) -> Culprits | None:
         return Culprits(who, "ahead-of-peers", reason, AHEAD_BY_STEPS_STRENGTH if steps_ahead else AHEAD_STRENGTH,
                         affected=[x for x in world if x not in who], evidence=_site_ev(s, who + sorted(behind[1])[:1]))
     return None
+
+
+def _receiver_only(c: Culprits, rows: dict, tables) -> Culprits | None:
+    """The only rank the ends name aborted because its collective received another collective's data: it took part
+    in the mismatch but nothing shows that it diverged (the sender did, or the receiver's own sequence; the logs do
+    not say which). Name no one rather than the receiver."""
+    if c.mechanism not in ("root-failure", "single-rank") or not c.ranks:
+        return None
+    if not (_mismatch_end(rows, c.ranks) or _said_mismatch(tables, c.ranks)):
+        return None
+    world = sorted(rows) or sorted(set(c.ranks) | set(c.affected))
+    reason = (f"{_say(c.ranks)} aborted because a collective received data of another size than it expected: the "
+              "ranks' collectives did not match, but no stack, count or line shows which rank's sequence diverged")
+    return Culprits([], "mismatch-unresolved", reason, 0.0, affected=world, evidence=list(c.evidence[:2]))
 
 
 def _said_mismatch(tables, ranks: list[int]) -> bool:

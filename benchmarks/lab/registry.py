@@ -362,11 +362,6 @@ _M += [
          root="Validation all_reduces a rare-class recall only on ranks whose batch held a rare example; at step "
               "{step} rank {c}'s did not, so it skips that all_reduce and enters the next one (an int64 flag) while "
               "ranks {others} reduce the recall: the collectives do not match."),
-    dict(name="detail-mismatch", script="detail_mismatch.py", cls="barrier_skew", categories=("barrier_skew",),
-         check="failed", ws=(2, 3, 4), params=HANG,
-         launchers=["torchrun-tee", "slurm", "spawn", "torchrun-redirects"],
-         root="TORCH_DISTRIBUTED_DEBUG=DETAIL; at step {step} rank {c} all_gathers its metric while ranks {others} "
-              "all_reduce theirs; the DETAIL wrapper raises 'Detected mismatch between collectives on ranks'."),
 ]
 
 # launchers some mechanisms ran under before the rotation took its present form: kept in the plan (--redo finds them)

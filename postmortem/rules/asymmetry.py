@@ -68,7 +68,7 @@ _MECHANISMS = {
         "the max size first, then pad and trim), use all_gather_object for ragged data, or give every rank the same "
         "number of examples (DistributedSampler pads; drop_last=True)."),
     "announced-divergence": (
-        "barrier_skew", 0.7, "{who} took another branch and skipped a collective its peers were in",
+        "barrier_skew", 0.75, "{who} took another branch and skipped a collective its peers were in",
         "The rank said which branch it took (its last line, cited) and so skipped a collective its peers waited "
         "in: decide such branches collectively (all_reduce the condition, or run the collective with an empty or "
         "zero contribution instead of skipping it) so every rank issues the same collectives."),
