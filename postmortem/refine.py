@@ -44,8 +44,12 @@ def _named(c: Culprits, tables, ranks) -> Culprits | None:
     if c.mechanism in _OWN_FAILURE and c.ranks and not set(c.ranks) & set(named.ranks):
         if any(rows.get(r, {}).get("end") in ROOT_ENDS for r in c.ranks):
             return None  # a rank failed on its own: the named ones are late because of it
-    elsewhere = [r for r in named.ranks if rows.get(r, {}).get("stack_class") == "collective_wait"
-                 or rows.get(r, {}).get("end") in ("waiting", "lost_peer")]
+    # a named rank in a collective at another call site than its peers was elsewhere (diverged); at the same call
+    # site it only came late (it saw its peers gone when it got there)
+    theirs = {str(rows[r].get("stack_where")) for r in rows if r not in named.ranks and rows[r].get("stack_where")}
+    elsewhere = [r for r in named.ranks if (rows.get(r, {}).get("stack_class") == "collective_wait"
+                                            or rows.get(r, {}).get("end") in ("waiting", "lost_peer"))
+                 and rows.get(r, {}).get("stack_where") and str(rows[r].get("stack_where")) not in theirs]
     mechanism = "named-elsewhere" if elsewhere and len(elsewhere) == len(named.ranks) else "named-absent"
     said = f"{named.what} named {_say(named.ranks)} as {'the rank' if len(named.ranks) == 1 else 'the ranks'} " \
            f"that never arrived"

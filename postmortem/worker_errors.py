@@ -26,6 +26,26 @@ def _in_worker(frames) -> bool:
                str(f.get("file") or "").replace("\\", "/") for f in frames or [])
 
 
+_ANONYMOUS = ("<listcomp>", "<genexpr>", "<dictcomp>", "<setcomp>", "<lambda>")
+
+
+def _named(frames, user: dict) -> str:
+    """The user frame's function, or for a comprehension or lambda the named function of the user's code around it."""
+    func = str(user.get("func") or "")
+    if func not in _ANONYMOUS:
+        return func
+    frames = list(frames or [])
+    at = next((i for i, f in enumerate(frames) if f is user or f == user), None)
+    if at is None:
+        return func
+    # the enclosing frame is the nearest named frame of the same file, on either side (whichever way they are listed)
+    for i in sorted(range(len(frames)), key=lambda i: abs(i - at)):
+        f = frames[i]
+        if i != at and f.get("file") == user.get("file") and str(f.get("func") or "") not in _ANONYMOUS:
+            return f"{f.get('func')}'s {func}"
+    return func
+
+
 def worker_error(tables, event) -> WorkerError | None:
     """The original exception under a `Caught X in DataLoader worker process N` event row, or None."""
     d = event.get("details") or {}
@@ -44,7 +64,7 @@ def worker_error(tables, event) -> WorkerError | None:
         user = rec.last_user_frame or {}
         file = str(user.get("file") or "").replace("\\", "/").rsplit("/", 1)[-1]
         code = f": {str(user.get('code')).strip()[:100]}" if user.get("code") else ""
-        where = f"{user.get('func')} ({file}:{user.get('line')}){code}" if user else "the dataset code"
+        where = f"{_named(rec.frames, user)} ({file}:{user.get('line')}){code}" if user else "the dataset code"
         rank = None if pd.isna(rec.rank) else int(rec.rank)
         end = rec.end_line if not pd.isna(rec.end_line) else rec.line
         text = f"{rec.exc_type}: {str(rec.exc_message)[:200]} in {where}"
