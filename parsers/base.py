@@ -5,9 +5,9 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
-from postmortem import textio
-from postmortem.discover import Source
-from postmortem.columns import Columns, share_text, to_columns
+from postmortem.ingest import textio
+from postmortem.ingest.discover import Source
+from postmortem.tables.columns import Columns, share_text, to_columns
 
 
 @dataclass
@@ -81,9 +81,9 @@ def _load_builtin() -> None:
         return
     _LOADED = True
     import importlib
-    for mod in ("parsers.textlog", "parsers.pyspy", "parsers.nvidia_smi", "parsers.torchrun_error",
-                "parsers.flight_recorder", "parsers.dmesg", "parsers.stackdump", "parsers.nccl", "parsers.collect_manifest",
-                "parsers.host_memory", "parsers.embedded"):
+    for mod in ("postmortem.parsers.textlog", "postmortem.parsers.pyspy", "postmortem.parsers.nvidia_smi", "postmortem.parsers.torchrun_error",
+                "postmortem.parsers.flight_recorder", "postmortem.parsers.dmesg", "postmortem.parsers.stackdump", "parsers.nccl", "postmortem.parsers.collect_manifest",
+                "postmortem.parsers.host_memory", "postmortem.parsers.embedded"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:
@@ -98,7 +98,7 @@ def preload() -> None:
     its parser processes, so that each of them does not pay for it again (~0.15 CPU-s each)."""
     _load_builtin()
     try:
-        from parsers import textlog
+        from postmortem.parsers import textlog
         textlog.warm()
     except Exception:  # noqa: BLE001 - the workers build the same state again and report a failure there
         pass

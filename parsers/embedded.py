@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import re
 
-from parsers import prefilter
-from parsers.base import ParseResult, register
-from postmortem import textio
-from postmortem.discover import Source
+from postmortem.parsers import prefilter
+from postmortem.parsers.base import ParseResult, register
+from postmortem.ingest import textio
+from postmortem.ingest.discover import Source
 
 SMALL = prefilter.EXACT_JOB_BYTES  # the most a file read whole exactly (its share of the exact budget) can hold
 # (a literal every marker line holds: a trigger of the line parser too, the marker regex, the dump kind)
@@ -25,7 +25,7 @@ MARKERS = [
     ("Mem: ", re.compile(r"^(?:\S+ ){0,2}Mem: +\d+ +\d+ +\d+"), "host_memory"),
     ("Thread ", re.compile(r"^(?:\S+ ){0,3}Thread (?:0x[0-9A-Fa-f]+|\d+) \((?:idle|active|gil)"), "pyspy"),
     # faulthandler's `Current thread 0x... (most recent call first):`, not the `Exception raised from X at f.cpp:N
-    # (most recent call first):` of every C++ error's backtrace (big logs only: parsers.stackdump reads small ones)
+    # (most recent call first):` of every C++ error's backtrace (big logs only: postmortem.parsers.stackdump reads small ones)
     ("(most recent call first):", re.compile(r"^(?:\S+ ){0,3}(?:(?:Current thread|Thread) 0x[0-9a-fA-F]+(?: \[[^\]]*\])?"
                                              r"|Stack|Traceback|Current thread's C stack trace) \(most recent call first\):$"),
      "faulthandler"),
@@ -68,10 +68,10 @@ def _kinds_in_small(path: str) -> list[str]:
 
 def read_dumps(source: Source, kinds) -> ParseResult:
     """Rows of the given dump kinds in a log file, each read by that dump's own parser."""
-    from parsers.host_memory import parse_host_memory
-    from parsers.nvidia_smi import parse_nvidia_smi
-    from parsers.pyspy import parse_pyspy_text
-    from parsers.stackdump import parse_faulthandler_dumps, parse_stack_dump
+    from postmortem.parsers.host_memory import parse_host_memory
+    from postmortem.parsers.nvidia_smi import parse_nvidia_smi
+    from postmortem.parsers.pyspy import parse_pyspy_text
+    from postmortem.parsers.stackdump import parse_faulthandler_dumps, parse_stack_dump
     parsers = {"nvidia_smi": parse_nvidia_smi, "stack_dump": parse_stack_dump, "host_memory": parse_host_memory,
                "pyspy": parse_pyspy_text, "faulthandler": parse_faulthandler_dumps}
     result = ParseResult()

@@ -43,9 +43,9 @@ try:  # numpy finds a block's line breaks several times faster than bytes.count 
 except ImportError:  # pragma: no cover
     _np = None
 
-from parsers import literal_scan
-from parsers.formats import trigger_regex
-from postmortem import textio
+from postmortem.parsers import literal_scan
+from postmortem.parsers.formats import trigger_regex
+from postmortem.ingest import textio
 
 # The exact budget: this much of a job's text is read line by line in all, every line that can yield a row handed
 # over as a line reader would (every progress, step and NCCL line); the rest of every file is summarised. It is
@@ -64,7 +64,7 @@ MIN_STRIDE = 8 * 1024
 ERROR_CAP = 64                # error lines of one shape and rank handed over per big file (then: the latest)
 INFO_CAP = 4                  # informational event lines of one shape handed over per big file (then: the latest)
 SCAN_BLOCKS = True            # big files: whole-block Hyperscan scanning (False: every line judged on its own)
-TAIL_BYTES = 64 * 1024        # the end of every file kept for its last lines (postmortem.odd_lines)
+TAIL_BYTES = 64 * 1024        # the end of every file kept for its last lines (postmortem.ranks.odd_lines)
 SEGMENT_LEVEL = 8             # an event line with more `\r` segments than this is handed over segment by segment
 
 F_EVENT, F_BAR, F_STEP, F_WEAK = 1, 2, 4, 8

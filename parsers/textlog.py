@@ -9,14 +9,14 @@ import zlib
 
 import regex
 
-from parsers import formats as fmts
-from parsers import prefilter
-from parsers.base import ParseResult, register
-from parsers import embedded, learned_prefix
-from parsers.prefixes import strip_prefixes
-from parsers.steps import parse_step
-from postmortem import textio
-from postmortem.discover import Source
+from postmortem.parsers import formats as fmts
+from postmortem.parsers import prefilter
+from postmortem.parsers.base import ParseResult, register
+from postmortem.parsers import embedded, learned_prefix
+from postmortem.parsers.prefixes import strip_prefixes
+from postmortem.parsers.steps import parse_step
+from postmortem.ingest import textio
+from postmortem.ingest.discover import Source
 
 FRAME_RE = regex.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+?))?\s*$')
 EXC_RE = regex.compile(
@@ -92,7 +92,7 @@ TAIL_LINES_ONE_RANK = 2 * 20  # ... of a summarised file of one rank (its path n
                               # many before them, against which (and the file's head) a last line is new or not
 TAIL_LINES_KEPT = 20    # last lines kept per rank and file (the last_lines table)
 # What the bytes prefilter (parsers/prefilter.py) needs to know about this parser: a line that can yield a row
-# contains a format trigger (parsers.formats) or one of these; the rest is skipped unread.
+# contains a format trigger (postmortem.parsers.formats) or one of these; the rest is skipped unread.
 LINE_TRIGGERS = ["Traceback (most recent call last)", 'File "', "During handling of the above exception",
                  "The above exception was the direct cause", "Error", "Exception", "Exit", "Interrupt", "Failure",
                  "Timeout", "Fault", "Warning", "GLOBAL_RANK"] + [m[0] for m in embedded.MARKERS]
@@ -644,7 +644,7 @@ def parse_textlog(source: Source) -> ParseResult:
     if scanner is not None and not dump:
         _last_lines(result, source, scanner.tail_lines(_tail_window(scanner, base_rank)), head_texts, scheme,
                     base_rank)
-    if dump_kinds:  # dumps inside a big log (small ones are read by parsers.embedded directly)
+    if dump_kinds:  # dumps inside a big log (small ones are read by postmortem.parsers.embedded directly)
         result.merge(embedded.read_dumps(source, sorted(dump_kinds)))
     for row in steps.rows():
         result.add("steps", row)
@@ -692,7 +692,7 @@ def _gates() -> dict:
 
 
 def warm() -> None:
-    """Build the trigger matchers now (see parsers.base.preload)."""
+    """Build the trigger matchers now (see postmortem.parsers.base.preload)."""
     triggers = _prefilter_triggers()
     triggers.fast_events()
     triggers.fast_config()

@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from reports import chart_process, i18n
-from reports import ranks as ranks_mod
-from reports import sections
-from postmortem.gaps import lines_carry_times
-from postmortem.sentences import as_int, clip, sentence
-from reports.evidence import WHOLE_LINE_CHARS, first_time, read_context, unique_evidence
-from reports.sections import rank_ranges
+from postmortem.reports import chart_process, i18n
+from postmortem.reports import ranks as ranks_mod
+from postmortem.reports import sections
+from postmortem.verdict.gaps import lines_carry_times
+from postmortem.verdict.sentences import as_int, clip, sentence
+from postmortem.reports.evidence import WHOLE_LINE_CHARS, first_time, read_context, unique_evidence
+from postmortem.reports.sections import rank_ranges
 
 SECTION_IDS = ("verdict", "evidence", "timeline", "odd", "steps", "gpu", "stacks", "collectives", "nccl", "findings",
                "gaps", "sources")
@@ -308,7 +308,7 @@ def _ranks_table(analysis):
     """The rank end-state table (built here for an Analysis assembled by hand, which has none)."""
     ranks = analysis.ranks
     if ranks is None:
-        from postmortem.rank_state import rank_state
+        from postmortem.ranks.state import rank_state
         ranks = analysis.tables.frames["ranks"] = rank_state(analysis.tables)
     return ranks
 
@@ -367,7 +367,7 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
 
 
 def _verdict(analysis, t, lang: str = "en") -> VerdictView:
-    from postmortem import advice
+    from postmortem.verdict import advice
     v = analysis.verdict
     if v is None:
         return VerdictView(present=False, words=t["no_input"], summary=t["no_input_text"], tone="unknown",
@@ -462,7 +462,7 @@ def _line_no(v) -> int | None:
 
 
 def _evidence(root, t, paths, anchors, radius, limit, analysis=None) -> tuple[list[EvidenceItem], int]:
-    from reports.decisive import decisive_lines
+    from postmortem.reports.decisive import decisive_lines
     lines = _verdict_lines(root, analysis)
     if not lines:
         return [], 0
@@ -579,7 +579,7 @@ def _merge_overlapping(items: list[EvidenceItem], cited, t) -> list[EvidenceItem
 
 
 def _finding(f, t, anchors, lang: str = "en", root=None) -> FindingRow:
-    from postmortem import advice
+    from postmortem.verdict import advice
     ev = [EvidenceItem(source=str(e.source), line=_str(e.line), rank=_str(e.rank), text=clip(e.text, MAX_CITED_CHARS),
                        anchor=anchors.get(str(e.source), "")) for e in f.evidence[:MAX_OTHER_EVIDENCE]]
     ranks = rank_ranges(f.culprit_ranks)
@@ -806,7 +806,7 @@ def _steps_axis_words(model, t) -> str:
 
 
 def _add_figures(view: ReportView, uris: dict, t) -> None:
-    """The charts' data URIs (reports.figures.chart_uris) into the view; a chart without data stays None."""
+    """The charts' data URIs (postmortem.reports.figures.chart_uris) into the view; a chart without data stays None."""
     for name, attr, alt in (("timeline", "timeline_fig", "fig_timeline_alt"), ("steps", "steps_fig", "fig_steps_alt"),
                             ("gpu_memory", "gpu_fig", "fig_gpu_alt")):
         if uris.get(name) is not None:

@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import make_tree  # noqa: E402
-from parsers import prefilter  # noqa: E402
+from postmortem.parsers import prefilter  # noqa: E402
 
 # Every line (or `\r` segment) the generator writes, by file, with the FORMATS.md section that documents its shape.
 RANK_LOG_SHAPES = [
@@ -165,7 +165,7 @@ def test_grep_pattern_is_the_prefilter_trigger_set():
     pat = run.grep_pattern(words)
     assert re.search(pat, "x Watchdog caught y") and re.search(pat, "Root Cause (first observed failure):")
     # grep gets the error triggers the prefilter searches every byte for, not the progress words it samples
-    from parsers import textlog
+    from postmortem.parsers import textlog
     assert set(textlog._prefilter_triggers().pattern_text) <= set(words)
     assert "step" not in words and "{'" not in words
     assert {"step", "Step", "{'"} <= set(run.wide_trigger_set())

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from parsers import parse_source, prefilter, textlog
-from postmortem import textio
-from postmortem.discover import discover
+from postmortem.parsers import parse_source, prefilter, textlog
+from postmortem.ingest import textio
+from postmortem.ingest.discover import discover
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(ROOT, "..", "shared")

@@ -8,8 +8,8 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from postmortem.findings import Evidence, Finding
-from postmortem.sentences import clip, ranks_phrase, sentence_case
+from postmortem.verdict.findings import Evidence, Finding
+from postmortem.verdict.sentences import clip, ranks_phrase, sentence_case
 from postmortem.rules import facts, rule
 
 FP_KV = re.compile(r"(SequenceNumber|OpType|TensorShape|TensorDtypes)=(\[[^\]]*\]|[^,)]+)")

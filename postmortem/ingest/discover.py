@@ -7,7 +7,7 @@ import re
 import stat
 from dataclasses import asdict, dataclass
 
-from postmortem import archive, textio
+from postmortem.ingest import archive, textio
 
 KINDS = ("rank_log", "json", "collect_manifest", "nccl_log", "pyspy", "pyspy_json", "nvidia_smi", "dmesg", "torchrun_error",
          "flight_recorder", "host_memory", "stack_dump", "launch_config", "binary", "unknown")
@@ -29,7 +29,7 @@ class Source:
     compression: str | None = None
     bytes: int = 0
     problem: str | None = None     # set when the file is skipped
-    exact_bytes: int | None = None  # its share of the job's exact budget (parsers.prefilter.exact_shares)
+    exact_bytes: int | None = None  # its share of the job's exact budget (postmortem.parsers.prefilter.exact_shares)
 
     def to_dict(self) -> dict:
         """Plain dict (for pickling to worker processes and for JSON)."""
@@ -208,7 +208,7 @@ def sniff_kind(head: bytes, relpath: str, _stripped: bool = False) -> str:
         return "dmesg"
     if not _stripped:
         # A log shipper's stamps/ids in front of every line hide what the lines are: judge them without it.
-        from parsers.learned_prefix import strip_head
+        from postmortem.parsers.learned_prefix import strip_head
         bare = strip_head(head)
         if bare != head:
             kind = sniff_kind(bare, relpath, _stripped=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from postmortem.findings import Evidence
+from postmortem.verdict.findings import Evidence
 
 FATAL_EVENT_KINDS = ("oom", "host_oom", "killed", "fatal_signal", "dataloader", "checkpoint_error", "enospc",
                      "nccl_error", "gpu_hw", "kernel_xid", "kernel_gpu_error", "cuda_error", "nan", "ddp_error",
@@ -41,7 +41,7 @@ def collect(tables) -> Signals:
     ev = tables.events
     tb = tables.tracebacks
     if len(tb):
-        from postmortem.ends import handled_tracebacks
+        from postmortem.ranks.ends import handled_tracebacks
         went_on = pd.Series(handled_tracebacks(tables), index=tb.index, dtype=bool)
         real = tb[~tb["exc_type"].astype(str).str.endswith("Warning") & ~went_on]
         for _, row in real.head(3).iterrows():

@@ -8,7 +8,7 @@ never "missing". Only rows in a flight-recorder state (scheduled/started/complet
 """
 from __future__ import annotations
 
-from postmortem.sentences import ranks_phrase
+from postmortem.verdict.sentences import ranks_phrase
 
 from collections import Counter
 from dataclasses import dataclass, field

@@ -6,15 +6,16 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from postmortem import bundle, schema
-from postmortem.ends import exception_role
+from postmortem.ingest import bundle
+from postmortem.tables import schema
+from postmortem.ranks.ends import exception_role
 from postmortem import stacks as stacks_mod
-from postmortem.discover import Source
+from postmortem.ingest.discover import Source
 
 
 @dataclass
 class Tables:
-    """The job's evidence as DataFrames (schemas in postmortem.schema) plus job-level facts in `meta`."""
+    """The job's evidence as DataFrames (schemas in postmortem.tables.schema) plus job-level facts in `meta`."""
     frames: dict[str, pd.DataFrame]
     meta: dict = field(default_factory=dict)
 
@@ -40,7 +41,7 @@ class Tables:
 
 
 def _table_property(name: str) -> property:
-    """`tables.<name>` with a docstring listing its columns and dtypes (from postmortem.schema)."""
+    """`tables.<name>` with a docstring listing its columns and dtypes (from postmortem.tables.schema)."""
     def get(self) -> pd.DataFrame:
         return self.frames[name]
     cols = "\n".join(f"    {c} ({schema.dtype_of(c)}): {schema.COLUMN_DOCS[c]}" for c in schema.columns(name))
@@ -57,7 +58,7 @@ del _name
 def build(sources: list[Source], results: list) -> Tables:
     """Assemble tables from discovered sources and their ParseResults (same order; rows as dicts or Columns; the
     results' rows are moved out of them)."""
-    from postmortem.tables_builder import TableBuilder
+    from postmortem.tables.fold import TableBuilder
     builder = TableBuilder(sources)
     for i, res in enumerate(results):
         builder.add(i, res)
@@ -66,7 +67,7 @@ def build(sources: list[Source], results: list) -> Tables:
 
 def assemble(sources: list[Source], acc: dict[str, dict[str, list]], counts: dict[str, int], meta: dict) -> Tables:
     """The validated tables from their column lists (rows in the order of the sources; `acc` is used up)."""
-    from postmortem.tables_builder import Numbers
+    from postmortem.tables.fold import Numbers
     _resolve_hostpid_ranks(acc, meta["hostpid_rank"])
     raw_ts: dict[str, list] = {}
 

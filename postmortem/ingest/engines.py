@@ -34,7 +34,7 @@ def batches(sources: list, max_bytes: int = BATCH_BYTES, max_files: int = BATCH_
 
 def parse_batch(sources: list) -> list:
     """Parse a list of sources on a worker (module-level so it pickles by reference)."""
-    from parsers.base import parse_source_compact
+    from postmortem.parsers.base import parse_source_compact
     return [parse_source_compact(s) for s in sources]
 
 

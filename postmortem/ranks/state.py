@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from postmortem import ends as ends_mod
+from postmortem.ranks import ends as ends_mod
 from postmortem import stacks as stacks_mod
 from postmortem.rules.facts import WAIT_KINDS
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from postmortem.findings import Finding
+from postmortem.verdict.findings import Finding
 
 _EXC_RE = re.compile(r"\b((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit))\b")
 _BUSY_RE = re.compile(r"busy \((?P<what>.+)\) while", re.S)

@@ -4,8 +4,8 @@ from __future__ import annotations
 from array import array
 from itertools import repeat
 
-from postmortem import schema
-from postmortem.discover import Source
+from postmortem.tables import schema
+from postmortem.ingest.discover import Source
 
 _EXACT_FLOAT_INT = 1 << 53  # pandas turns a column of ints with nulls into floats first: beyond this they differ
 
@@ -175,7 +175,7 @@ class TableBuilder:
         block = schema.to_columns(source_rows)
         acc["sources"], counts = block.data, dict(self.counts, sources=block.n)
         self.acc = {}
-        from postmortem.tables import assemble  # pandas: loaded by then (api._Preload imports it during the parse)
+        from postmortem.tables.build import assemble  # pandas: loaded by then (api._Preload imports it during the parse)
         return assemble(sources, acc, counts, meta)
 
 

@@ -8,7 +8,7 @@ import tarfile
 import tempfile
 import zipfile
 
-from postmortem import textio
+from postmortem.ingest import textio
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 MAX_MEMBERS = 100_000          # members beyond this are not read (a zip of a million empty files is an attack)
@@ -160,7 +160,7 @@ def _from_zip(path: str, out: Extracted, total: int) -> None:
 
 def _display_name(name: str) -> str:
     """A member name safe to print (control characters escaped, as for file names on disk)."""
-    from postmortem.discover import display_path
+    from postmortem.ingest.discover import display_path
     return display_path(name)
 
 

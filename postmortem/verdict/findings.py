@@ -77,7 +77,7 @@ class Finding:
 @dataclass
 class Verdict:
     """The answer: the root finding's category and where, in one sentence; why, what to change and the lines it rests
-    on (filled from the root mechanism's finding by postmortem.advice once the verdict is decided)."""
+    on (filled from the root mechanism's finding by postmortem.verdict.advice once the verdict is decided)."""
     category: str
     phase: str | None
     rule: str | None
@@ -88,7 +88,7 @@ class Verdict:
     why: str = ""                 # the mechanism, in a paragraph ("" when no rule fired)
     fix: str = ""                 # what to change, from the root mechanism ("" when no rule fired)
     evidence: list[Evidence] = field(default_factory=list)   # the cited lines of the root finding
-    mechanism: str = ""           # postmortem.advice mechanism id (e.g. "uneven_batches")
+    mechanism: str = ""           # postmortem.verdict.advice mechanism id (e.g. "uneven_batches")
 
     def to_dict(self) -> dict:
         """JSON-contract dict: the documented keys, plus `why` and `fix` (added in schema 1, additive)."""
@@ -116,7 +116,7 @@ def findings_frame(findings: list[Finding], times: list | None = None):
     (one per finding, or None) fills the `time` column: when the finding's first cited line was written."""
     import pandas as pd
 
-    from postmortem.sentences import finding_sentence
+    from postmortem.verdict.sentences import finding_sentence
     times = times if times is not None else [None] * len(findings)
     rows = [{**{k: v for k, v in f.to_dict().items() if k in FINDING_COLUMNS},
              "first_culprit": f.culprit_ranks[0] if f.culprit_ranks else None, "time": when,

@@ -1,8 +1,8 @@
 """Stage 5: from all findings pick the root cause (earliest cause that explains the rest); mark cascades."""
 from __future__ import annotations
 
-from postmortem.findings import Finding, Verdict
-from postmortem.sentences import verdict_sentence
+from postmortem.verdict.findings import Finding, Verdict
+from postmortem.verdict.sentences import verdict_sentence
 
 # Categories that are usually consequences of something else when another finding is present.
 SYMPTOM_CATEGORIES = ("collective_timeout", "rank_crash", "nccl_error", "unknown")
@@ -22,8 +22,8 @@ def decide(findings: list[Finding], has_inputs: bool, signals=None, ranks=None,
            culprits=None) -> tuple[Verdict | None, list[Finding]]:
     """Return the verdict and the findings sorted by confidence (highest first), with cascade_of filled in.
 
-    `signals` (postmortem.signals.Signals, or a bool for "some failure signal") decides between `unknown` and
-    `no_failure` when no rule fired, and how sure `no_failure` is. `culprits` (postmortem.culprits.Culprits) names
+    `signals` (postmortem.verdict.signals.Signals, or a bool for "some failure signal") decides between `unknown` and
+    `no_failure` when no rule fired, and how sure `no_failure` is. `culprits` (postmortem.ranks.culprits.Culprits) names
     the culprits when the root finding names none, and caps the confidence of a verdict without culprits."""
     if not has_inputs:
         return None, []

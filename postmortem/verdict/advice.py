@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from postmortem.findings import Finding
+from postmortem.verdict.findings import Finding
 
 # Rules whose finding establishes that ranks ran different numbers of iterations (stable rule ids).
 UNEVEN_RULES = ("uneven-progress", "peer-exited-while-waiting")
@@ -190,7 +190,7 @@ def advise(findings: list[Finding], ranks=None, steps=None) -> Advice | None:
 def steps_by_rank(ranks, steps=None) -> str:
     """`the last steps reported: rank 0 60, ranks 1-3 61` from the rank end-state table ("" when it says nothing: one
     step for all, or a difference smaller than how often a rank reports, so that it cannot tell who was ahead)."""
-    from postmortem.sentences import ranks_phrase
+    from postmortem.verdict.sentences import ranks_phrase
     groups = _last_step_groups(ranks, steps)
     if not groups:
         return ""
@@ -271,7 +271,7 @@ def _variant_zh(rule: str, category: str, phase: str | None = None) -> str | Non
 
 def _zh_steps(ranks, steps=None) -> str:
     """`各 rank 最后报告的训练步：rank 0 为 60，rank 1、2、3 为 61` ("" when it says nothing, as steps_by_rank)."""
-    from postmortem.sentences import zh_ranks
+    from postmortem.verdict.sentences import zh_ranks
     groups = _last_step_groups(ranks, steps)
     return "各 rank 最后报告的训练步：" + "，".join(f"{zh_ranks(m)} 为 {step}" for step, m in groups) if groups else ""
 
@@ -281,7 +281,7 @@ def why_zh(advice: Advice | None, root: Finding | None, ranks=None, steps=None) 
 
     Rule explanations are English prose with the rule's own details; this says the same mechanism in Chinese with
     the ranks, step, phase and place the finding names (the report keeps the English text beside it)."""
-    from postmortem.sentences import ZH_PHASE, exception_name, straggler_work, zh_ranks
+    from postmortem.verdict.sentences import ZH_PHASE, exception_name, straggler_work, zh_ranks
     if root is None:
         return ""
     who = zh_ranks(root.culprit_ranks)

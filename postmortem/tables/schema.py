@@ -4,13 +4,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from postmortem.columns import Columns, to_columns  # noqa: F401 - re-exported
+from postmortem.tables.columns import Columns, to_columns  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
     import pandas as pd
 
 # pandas is imported where frames are built, not with this module: the parent folds parse results into column
-# lists (postmortem.tables_builder) while pandas is still being imported beside the parser processes.
+# lists (postmortem.tables.fold) while pandas is still being imported beside the parser processes.
 
 SCHEMA_VERSION = 1
 
@@ -84,7 +84,7 @@ def frame_from_columns(table: str, data: dict[str, list], n: int, ts_ref=None) -
     undated = 0
     for col in cols:
         raw = data.get(col)
-        if isinstance(raw, pd.Series) and col in DTYPES:  # typed already (postmortem.tables_builder.Numbers)
+        if isinstance(raw, pd.Series) and col in DTYPES:  # typed already (postmortem.tables.fold.Numbers)
             out[col] = raw
             continue
         values = pd.Series(raw if raw is not None else [None] * n, dtype=object)
@@ -215,9 +215,9 @@ def conform(df: pd.DataFrame, dtypes: dict[str, str]) -> pd.DataFrame:
 
 
 def documented_dtypes(table: str) -> dict[str, str]:
-    """Column -> the dtype docs/tables.md gives it (the `ranks` table's from postmortem.rank_state)."""
+    """Column -> the dtype docs/tables.md gives it (the `ranks` table's from postmortem.ranks.state)."""
     if table == "ranks":
-        from postmortem.rank_state import COLUMN_DOCS
+        from postmortem.ranks.state import COLUMN_DOCS
         return {c: d for c, (d, _) in COLUMN_DOCS.items()}
     return {c: dtype_of(c) for c in columns(table)}
 
@@ -333,7 +333,7 @@ def dtype_of(col: str) -> str:
 def reference_markdown() -> str:
     """docs/tables.md: every table of `Analysis.tables` with its columns, dtypes and meaning."""
     out = ["# Tables of `postmortem.analyze(path).tables`", "",
-           "Generated from `postmortem/schema.py` (`python -m postmortem.schema > docs/tables.md`); a test keeps "
+           "Generated from `postmortem/schema.py` (`python -m postmortem.tables.schema > docs/tables.md`); a test keeps "
            "them equal.", "",
            f"Schema version {SCHEMA_VERSION}. Each table is a pandas DataFrame and an attribute of `a.tables` "
            "(`a.tables.events`, tab-completes in Jupyter); `a.tables.as_dict()` gives them all and "
@@ -345,7 +345,7 @@ def reference_markdown() -> str:
                 "| column | dtype | meaning |", "|---|---|---|"]
         out += [f"| `{c}` | {dtype_of(c)} | {COLUMN_DOCS[c]} |" for c in columns(table)]
         out.append("")
-    from postmortem.rank_state import COLUMN_DOCS as RANK_DOCS
+    from postmortem.ranks.state import COLUMN_DOCS as RANK_DOCS
     out += ["## `ranks`", "",
             "One row per rank of the world: where each rank was when the job stopped (`a.ranks`, also "
             "`a.tables.ranks`), built by `postmortem/rank_state.py` before any rule runs; every fact keeps the "
@@ -353,7 +353,7 @@ def reference_markdown() -> str:
             "| column | dtype | meaning |", "|---|---|---|"]
     out += [f"| `{c}` | {dtype} | {meaning} |" for c, (dtype, meaning) in RANK_DOCS.items()]
     out.append("")
-    from postmortem.odd_lines import COLUMN_DOCS as ODD_DOCS
+    from postmortem.ranks.odd_lines import COLUMN_DOCS as ODD_DOCS
     out += ["## `odd_lines`", "",
             "The odd lines, found without knowing their words (`a.tables.odd_lines`, `postmortem/odd_lines.py`): "
             "each rank's last lines (`last_lines`) reduced to template keys and compared across ranks. `minority`: a "

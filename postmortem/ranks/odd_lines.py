@@ -15,7 +15,7 @@ import re
 
 import pandas as pd
 
-from postmortem.ends import _PEER_GONE, _WAIT_MSG
+from postmortem.ranks.ends import _PEER_GONE, _WAIT_MSG
 
 COLUMNS = ["template", "example", "key", "kind", "ranks", "count", "at", "distance", "new", "cascade", "suspect"]
 COLUMN_DOCS = {
@@ -132,9 +132,9 @@ BASELINE_MAX_LINES = 5_000_000  # a baseline run read beyond this is a sample of
 def baseline_keys(path: str) -> set[int]:
     """Every template key of a run of the same job that worked (`--baseline`): each line of its text files, its
     launcher prefixes stripped as for the analysed run. Read once, line by line (a baseline is read in full)."""
-    from parsers.textlog import template_keys
-    from postmortem import textio
-    from postmortem.discover import discover
+    from postmortem.parsers.textlog import template_keys
+    from postmortem.ingest import textio
+    from postmortem.ingest.discover import discover
     keys: set[int] = set()
     budget = BASELINE_MAX_LINES
     for src in discover(path):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from postmortem.discover import path_hints
+from postmortem.ingest.discover import path_hints
 
 
 @dataclass
@@ -77,7 +77,7 @@ def first_attempt(tables):
                 keep.append(True)
         return pd.Series(keep, index=df.index, dtype=bool)
 
-    from postmortem.tables import Tables
+    from postmortem.tables.build import Tables
     frames = {}
     for name, df in tables.frames.items():
         if name == "sources" or "source" not in df.columns or "line" not in df.columns or df.empty:

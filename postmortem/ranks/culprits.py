@@ -8,7 +8,7 @@ One mechanism for every category, tried in this order:
   reported waiting (peers timing out means it was alive; peers seeing closed sockets means it was gone);
 - the minority still in a collective after the rest had exited normally (it called one the others never did);
 - among ranks that all wait: the minority waiting at another call site, or behind on the collective counters;
-- the odd lines (postmortem.odd_lines): templates a minority of ranks printed near their end.
+- the odd lines (postmortem.ranks.odd_lines): templates a minority of ranks printed near their end.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from postmortem.ends import CONSEQUENCE_ENDS, IN_COLLECTIVE_ENDS, ROOT_ENDS
-from postmortem.findings import Evidence
+from postmortem.ranks.ends import CONSEQUENCE_ENDS, IN_COLLECTIVE_ENDS, ROOT_ENDS
+from postmortem.verdict.findings import Evidence
 
 
 @dataclass
@@ -275,7 +275,7 @@ def _lagging(inc: list[dict]) -> Culprits | None:
 
 def _from_odd(odd: pd.DataFrame | None, known: list[int]) -> Culprits:
     """Ranks that printed near their end what the others did not, or did not print what the others did
-    (postmortem.odd_lines), when the suspect rows agree on a strict minority."""
+    (postmortem.ranks.odd_lines), when the suspect rows agree on a strict minority."""
     if odd is None or odd.empty or "suspect" not in odd.columns:
         return Culprits()
     sus = odd[odd["suspect"]]
