@@ -12,7 +12,7 @@ import regex
 from postmortem.parsers import formats as fmts
 from postmortem.parsers import prefilter
 from postmortem.parsers.base import ParseResult, register
-from postmortem.parsers import embedded, learned_prefix
+from postmortem.parsers import dumps_in_logs, embedded, learned_prefix
 from postmortem.parsers.prefixes import strip_prefixes
 from postmortem.parsers.steps import parse_step
 from postmortem.ingest import textio
@@ -645,7 +645,7 @@ def parse_textlog(source: Source) -> ParseResult:
         _last_lines(result, source, scanner.tail_lines(_tail_window(scanner, base_rank)), head_texts, scheme,
                     base_rank)
     if dump_kinds:  # dumps inside a big log (small ones are read by postmortem.parsers.embedded directly)
-        result.merge(embedded.read_dumps(source, sorted(dump_kinds)))
+        result.merge(dumps_in_logs.read_dumps(source, sorted(dump_kinds)))
     for row in steps.rows():
         result.add("steps", row)
     if dropped:

@@ -102,7 +102,7 @@ class Figures(dict):
 
 def _findings_frame(self) -> "pd.DataFrame":
     """The findings as a DataFrame, one row per finding, the verdict's first (columns: docs/tables.md)."""
-    from postmortem.verdict.findings import findings_frame
+    from postmortem.verdict.frame import findings_frame
     from postmortem.reports.evidence import first_time
     return findings_frame(self.finding_list, [first_time(self, f) for f in self.finding_list])
 

@@ -44,7 +44,7 @@ def test_every_column_has_exactly_the_documented_dtype(path):
         for col, want in schema.documented_dtypes(table).items():
             if str(df[col].dtype) != want:
                 wrong.append((table, col, str(df[col].dtype), want))
-    from postmortem.verdict.findings import FINDING_COLUMNS
+    from postmortem.verdict.frame import FINDING_COLUMNS
     wrong += [("findings", c, str(a.findings[c].dtype), d) for c, d in FINDING_COLUMNS.items()
               if str(a.findings[c].dtype) != d]
     assert not wrong, wrong
@@ -104,7 +104,7 @@ def test_findings_is_a_dataframe_with_the_verdict_first(a):
 
 
 def test_empty_findings_keep_their_columns_and_dtypes():
-    from postmortem.verdict.findings import FINDING_COLUMNS, findings_frame
+    from postmortem.verdict.frame import FINDING_COLUMNS, findings_frame
     f = findings_frame([])
     assert list(f.columns) == list(FINDING_COLUMNS) and len(f) == 0
     assert str(f["step"].dtype) == "Int64"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -169,8 +170,15 @@ def test_no_top_level_import_of_the_old_names():
 @pytest.mark.skipif(os.environ.get("PM_SKIP_WHEEL") == "1", reason="PM_SKIP_WHEEL=1")
 def test_wheel_installs_only_postmortem(tmp_path):
     """A built wheel holds one top-level package, `postmortem`, with its parsers and reports inside."""
+    # build from a copy: an in-tree build leaves build/ and *.egg-info in the checkout
+    src = tmp_path / "src"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
+    for name in ("postmortem", "parsers", "reports"):
+        shutil.copytree(os.path.join(ROOT, name), src / name, ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(os.path.join(ROOT, name), src / name)
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-                        "-w", str(tmp_path), ROOT], capture_output=True, text=True)
+                        "-w", str(tmp_path), str(src)], capture_output=True, text=True)
     if r.returncode != 0 and "No module named" in r.stderr:
         pytest.skip("setuptools/wheel not importable here: " + r.stderr.strip().splitlines()[-1])
     assert r.returncode == 0, r.stderr

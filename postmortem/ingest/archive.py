@@ -160,8 +160,7 @@ def _from_zip(path: str, out: Extracted, total: int) -> None:
 
 def _display_name(name: str) -> str:
     """A member name safe to print (control characters escaped, as for file names on disk)."""
-    from postmortem.ingest.discover import display_path
-    return display_path(name)
+    return textio.display_path(name)
 
 
 def cleanup(extracted: Extracted) -> None:

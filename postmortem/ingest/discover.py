@@ -8,6 +8,7 @@ import stat
 from dataclasses import asdict, dataclass
 
 from postmortem.ingest import archive, textio
+from postmortem.ingest.textio import display_path  # noqa: F401 - re-exported (parsers and tests name it here)
 
 KINDS = ("rank_log", "json", "collect_manifest", "nccl_log", "pyspy", "pyspy_json", "nvidia_smi", "dmesg", "torchrun_error",
          "flight_recorder", "host_memory", "stack_dump", "launch_config", "binary", "unknown")
@@ -345,17 +346,6 @@ def _discover_archive(path: str) -> list[Source]:
     return ArchiveSources(found, extracted)
 
 
-def display_path(rel: str) -> str:
-    """A path safe to print: undecodable bytes as \\xNN, control characters (newline, ESC) escaped."""
-    if not _CTRL_RE.search(rel):
-        return rel
-    if _SURROGATE_RE.search(rel):
-        rel = os.fsencode(rel).decode("utf-8", "backslashreplace")
-    return _CTRL_RE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), rel)
-
-
-_CTRL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-_SURROGATE_RE = re.compile(r"[\udc80-\udcff]")
 
 
 def _walk(root: str):

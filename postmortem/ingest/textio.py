@@ -383,3 +383,16 @@ def safe_size(path: str) -> int:
         return os.stat(path).st_size
     except OSError:
         return -1
+
+
+def display_path(rel: str) -> str:
+    """A path safe to print: undecodable bytes as \\xNN, control characters (newline, ESC) escaped."""
+    if not _CTRL_RE.search(rel):
+        return rel
+    if _SURROGATE_RE.search(rel):
+        rel = os.fsencode(rel).decode("utf-8", "backslashreplace")
+    return _CTRL_RE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), rel)
+
+
+_CTRL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_SURROGATE_RE = re.compile(r"[\udc80-\udcff]")

@@ -177,7 +177,7 @@ def fill_ends(tables, rows: dict, row) -> None:
     goes = _GoesOn(tables)
     tb = tables.tracebacks
     if len(tb):
-        from postmortem.rules.facts import in_thread
+        from postmortem.stacks.frames import in_thread
         handled = handled_tracebacks(tables)
         tb = tb[tb["rank"].notna()]
         handled = [h for h, r in zip(handled, tables.tracebacks["rank"].tolist()) if not _null(r)]

@@ -7,6 +7,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from postmortem.stacks.frames import in_thread  # noqa: F401 - rules call it as facts.in_thread
 from postmortem.verdict.findings import Evidence
 
 # Exceptions that are consequences of another rank's failure, not causes.
@@ -142,17 +143,6 @@ def frame_funcs(frames) -> list[str]:
 def frames_text(frames) -> str:
     """Frames flattened to one lower-case string (func, file and code) for keyword tests."""
     return " | ".join(f"{f.get('func', '')} {f.get('file', '')} {f.get('code', '')}" for f in (frames or [])).lower()
-
-
-def in_thread(frames) -> bool:
-    """True for a traceback raised in a thread other than the main one: CPython's threading.Thread._bootstrap_inner
-    catches it and prints it through threading.excepthook ('Exception in thread NAME:'), and the process goes on."""
-    outer = [f for f in (frames or []) if not f.get("native")]
-    if not outer:
-        return False
-    last = outer[-1]  # frames are innermost first
-    return str(last.get("file", "")).replace("\\", "/").endswith("threading.py") and \
-        last.get("func") in ("_bootstrap_inner", "_bootstrap")
 
 
 def world_ranks(tables) -> list[int]:
