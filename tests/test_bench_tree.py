@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import make_tree  # noqa: E402
 from postmortem.parsers import prefilter  # noqa: E402
+from postmortem.parsers import scan_limits
 
 # Every line (or `\r` segment) the generator writes, by file, with the FORMATS.md section that documents its shape.
 RANK_LOG_SHAPES = [
@@ -182,7 +183,7 @@ def test_every_line_mix_keeps_the_planted_verdict_with_bounded_tables(tmp_path, 
     # budget per rank: rows follow the ranks, not the ~5,000 lines of each kind every rank printed
     base = prefilter.EXACT_JOB_BYTES // 60
     assert len(t.steps) < 4 * 80 + base and len(t.events) < 4 * 600 + base and len(t.tracebacks) < 4 * 300 + base
-    monkeypatch.setattr(prefilter, "EXACT_JOB_BYTES", 0)  # the per-rank budget alone
+    monkeypatch.setattr(scan_limits, "EXACT_JOB_BYTES", 0)  # the per-rank budget alone
     a = postmortem.analyze(str(tmp_path / "t"), quiet=True)
     assert (a.verdict.category, a.verdict.culprit_ranks) == ("gpu_oom", [m["culprit_rank"]])
     t = a.tables
