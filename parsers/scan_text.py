@@ -3,7 +3,6 @@ views of a block without copies, and the decoding and cleaning of the lines hand
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 try:  # numpy finds a block's line breaks several times faster than bytes.count (optional: pandas brings it)
     import numpy as _np
@@ -13,9 +12,6 @@ except ImportError:  # pragma: no cover
 from postmortem.ingest import textio
 from postmortem.parsers import scan_limits as limits
 from postmortem.parsers.scan_limits import (ANSI_BYTES_RE, SHORT_SPAN)
-
-if TYPE_CHECKING:
-    from postmortem.parsers.prefilter import LineScanner
 
 def _open(path: str, stats: textio.ReadStats):
     """A plain file straight from its descriptor (a third of the cost of textio's buffered layers), a gzip file
@@ -194,7 +190,7 @@ class _Lazy:
     """A pending sample: the segment is cut out of its line only if it is ever emitted."""
     __slots__ = ("line", "needle", "scanner")
 
-    def __init__(self, line: bytes, needle: bytes | None, scanner: LineScanner | None = None):
+    def __init__(self, line: bytes, needle: bytes | None, scanner=None):  # scanner: the LineScanner (its step_segment)
         self.line, self.needle, self.scanner = line, needle, scanner
 
     def text(self) -> str | None:

@@ -12,7 +12,8 @@ from datetime import datetime, timezone
 
 from postmortem.parsers.base import ParseResult, register
 from postmortem.parsers.safeload import UnsafeInput, loads_json
-from postmortem.parsers.textlog import CHAIN_RE, EXC_RE, FRAME_RE, _last_user_frame
+from postmortem.parsers.line_shapes import CHAIN_RE, EXC_RE, FRAME_RE
+from postmortem.parsers.tracebacks import _last_user_frame
 from postmortem.ingest import textio
 from postmortem.ingest.discover import Source
 

@@ -132,7 +132,7 @@ BASELINE_MAX_LINES = 5_000_000  # a baseline run read beyond this is a sample of
 def baseline_keys(path: str) -> set[int]:
     """Every template key of a run of the same job that worked (`--baseline`): each line of its text files, its
     launcher prefixes stripped as for the analysed run. Read once, line by line (a baseline is read in full)."""
-    from postmortem.parsers.textlog import template_keys
+    from postmortem.parsers.line_records import template_keys
     from postmortem.ingest import textio
     from postmortem.ingest.discover import discover
     keys: set[int] = set()
