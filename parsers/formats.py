@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import regex
 
-from parsers.prefixes import sample_match
+from postmortem.parsers.prefixes import sample_match
 
 # level: "error" (a failure signal), "warning", "info" (progress/context). `triggers` are cheap substrings, one of
 # which must occur in a line before the regex runs (the prefilter that keeps boring lines cheap; the bytes prefilter
@@ -310,7 +310,7 @@ FORMAT_DEFS: list[dict] = [
      "triggers": ["TORCH_DISTRIBUTED_DEBUG", "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE", "NCCL_DEBUG"],
      "pattern": r"(?P<env>TORCH_DISTRIBUTED_DEBUG|TORCH_NCCL_TRACE_BUFFER_SIZE|TORCH_FR_BUFFER_SIZE|NCCL_DEBUG)\s*=\s*(?P<value>\w+)",
      "samples": [("export TORCH_DISTRIBUTED_DEBUG=DETAIL", {"env": "TORCH_DISTRIBUTED_DEBUG", "value": "DETAIL"})]},
-    # ---- job identity and versions: which job a file belongs to (postmortem.bundle keeps two jobs apart)
+    # ---- job identity and versions: which job a file belongs to (postmortem.ingest.bundle keeps two jobs apart)
     {"name": "job-identity", "kind": "job_id", "level": "info",
      "triggers": ["run_id", "rdzv-id", "rdzv_id", "SLURM_JOB", "orch version", "torch==", "torch.__version__"],
      "pattern": r"(?:^\s*run_id\s+:\s+(?P<run_id>[\w.-]{3,})\s*$|--rdzv[-_]id[= ]['\"]?(?P<rdzv_id>[\w.-]{3,})|\bSLURM_JOB_?ID\s*[=:]\s*['\"]?(?P<slurm_job>\d+)|\b(?:PyTorch|[Tt]orch) version\s*[:=]?\s*v?(?P<torch_version>\d+\.\d+(?:\.\d+)?(?:\+[\w.]+)?)\b|\btorch(?:==|\.__version__\s*[:=]\s*['\"]?)(?P<torch_pin>\d+\.\d+(?:\.\d+)?(?:\+[\w.]+)?))",

@@ -7,7 +7,7 @@ import re
 
 import regex
 
-from parsers.formats import lower_for_literals
+from postmortem.parsers.formats import lower_for_literals
 
 TQDM_RE = regex.compile(
     r"(?:(?P<desc>[^\r|]*?):? *)?(?P<pct>\d+)%\|(?P<bar>[^|]*)\| *(?P<n>\d+)/(?P<total>\d+|\?) "

@@ -1,7 +1,7 @@
 """Issue 31: the culprit from its own evidence, on real runs of the fault lab (benchmarks/lab/cases, torch 2.13 CPU,
-gloo): the library's named ranks (postmortem.named_ranks), the call-site divergence and the announced branch
-(postmortem.sequences), odd per-rank data counts under a size mismatch (postmortem.counts), the rank's own last
-words (postmortem.last_words), a DataLoader worker's own exception (postmortem.worker_errors). Each mechanism has a
+gloo): the library's named ranks (postmortem.ranks.named_ranks), the call-site divergence and the announced branch
+(postmortem.ranks.sequences), odd per-rank data counts under a size mismatch (postmortem.ranks.counts), the rank's own last
+words (postmortem.ranks.last_words), a DataLoader worker's own exception (postmortem.ranks.worker_errors). Each mechanism has a
 case where it must name the culprit and one where it must stay quiet."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 import postmortem
-from postmortem import counts, last_words, named_ranks, sequences, worker_errors
-from postmortem.findings import Evidence
+from postmortem.ranks import counts, last_words, named_ranks, sequences, worker_errors
+from postmortem.verdict.findings import Evidence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASES = os.path.join(ROOT, "benchmarks", "lab", "cases")

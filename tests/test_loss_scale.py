@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from parsers.loss_scale import ScaleEvent, collapse, read
+from postmortem.parsers.loss_scale import ScaleEvent, collapse, read
 from postmortem.catalog.extract import PLACEHOLDER_RE
 
 ROOT = Path(__file__).resolve().parent.parent

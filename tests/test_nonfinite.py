@@ -1,4 +1,4 @@
-"""postmortem.nonfinite: the rank whose own loss turned non-finite first, by step (the others get NaN through DDP's
+"""postmortem.ranks.nonfinite: the rank whose own loss turned non-finite first, by step (the others get NaN through DDP's
 all-reduce one step later), from loss lines as real logs print them."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from postmortem.nonfinite import origin
+from postmortem.ranks.nonfinite import origin
 from parsers.json_fields import with_fields
 
 

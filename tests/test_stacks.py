@@ -6,11 +6,11 @@ import os
 import pandas as pd
 import pytest
 
-from parsers.pyspy import parse_pyspy_json, parse_pyspy_text
-from parsers.stackdump import parse_rank_log_faulthandler, parse_stack_dump
-from postmortem import schema
+from postmortem.parsers.pyspy import parse_pyspy_json, parse_pyspy_text
+from postmortem.parsers.stackdump import parse_rank_log_faulthandler, parse_stack_dump
+from postmortem.tables import schema
 from postmortem import stacks as st
-from postmortem.discover import discover
+from postmortem.ingest.discover import discover
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "stacks")
 PARSERS = {"pyspy": parse_pyspy_text, "pyspy_json": parse_pyspy_json, "stack_dump": parse_stack_dump,
@@ -237,8 +237,8 @@ def test_rank_ranges():
 
 
 def test_tables_join_dumped_pids_to_nccl_ranks(tmp_path):
-    from parsers.base import parse_source
-    from postmortem import tables
+    from postmortem.parsers.base import parse_source
+    from postmortem.tables import build as tables
     (tmp_path / "nccl.log").write_text(
         "node1:6044:6050 [0] NCCL INFO comm 0x55d0a rank 3 nranks 4 cudaDev 0 busId 3b000 commId 0x1234 - Init COMPLETE\n"
         "node1:6044:6050 [0] NCCL INFO comm 0x55d0a rank 3 nranks 4 cudaDev 0 busId 3b000 commId 0x1234 - Init COMPLETE\n")

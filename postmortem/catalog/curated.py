@@ -42,7 +42,7 @@ FAMILIES = [
       ["overflow"],
       "An fp16 step overflowed: the optimizer skipped it and lowered the loss scale. A few at the start are "
       "calibration; a scale that keeps halving to its minimum at the end of a log is a numeric failure "
-      "(parsers.loss_scale decides from the trajectory).",
+      "(postmortem.parsers.loss_scale decides from the trajectory).",
       evidence=[("deepspeed", r"OVERFLOW! Rank|Overflow detected\. Skipping step|loss scale overflow! Skipping"),
                 ("apex", r"^Gradient overflow|^OVERFLOW within closure|Gradient overflow, skipping update"),
                 ("fairseq", r"overflow detected, setting scale")]),

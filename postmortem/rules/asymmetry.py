@@ -1,12 +1,12 @@
-"""The rule every failing job meets: ranks that ended differently (postmortem.culprits), classified by how the
+"""The rule every failing job meets: ranks that ended differently (postmortem.ranks.culprits), classified by how the
 culprits ended, not by what they printed. Specific rules that know the message win by confidence; this one names
 the culprit when none does, and its category is the mechanism the ends show."""
 from __future__ import annotations
 
-from postmortem.culprits import Culprits, find_culprits
-from postmortem.findings import Finding
+from postmortem.ranks.culprits import Culprits, find_culprits
+from postmortem.verdict.findings import Finding
 from postmortem.rules import rule
-from postmortem.sentences import ranks_phrase, sentence_case
+from postmortem.verdict.sentences import ranks_phrase, sentence_case
 
 # mechanism -> (category, confidence, title, remediation)
 _MECHANISMS = {

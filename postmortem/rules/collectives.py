@@ -8,8 +8,8 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from postmortem.findings import Evidence, Finding
-from postmortem.sentences import clip, ranks_phrase, sentence_case
+from postmortem.verdict.findings import Evidence, Finding
+from postmortem.verdict.sentences import clip, ranks_phrase, sentence_case
 from postmortem.rules import facts, rule
 
 FP_KV = re.compile(r"(SequenceNumber|OpType|TensorShape|TensorDtypes)=(\[[^\]]*\]|[^,)]+)")
@@ -260,7 +260,7 @@ def straggler(tables):
 
 def _dumped_waiting(tables, rank: int) -> bool:
     """A stack dump (py-spy, gdb; not a traceback) of the rank's main thread shows it waiting in a collective."""
-    from postmortem.sequences import sites
+    from postmortem.ranks.sequences import sites
     st = tables.stacks
     if st.empty:
         return False

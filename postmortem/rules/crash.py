@@ -6,8 +6,8 @@ import re
 
 import pandas as pd
 
-from postmortem.findings import Finding
-from postmortem.sentences import clip, ranks_phrase
+from postmortem.verdict.findings import Finding
+from postmortem.verdict.sentences import clip, ranks_phrase
 from postmortem.rules import facts, rule
 
 
@@ -139,7 +139,7 @@ def fatal_signal_in_nccl(tables):
                       & (frames["line"] <= s.line + _BACKTRACE_LINES)]
         if same.empty:
             continue
-        from postmortem.ends import fatal_signal_name
+        from postmortem.ranks.ends import fatal_signal_name
         name = fatal_signal_name(s.details, str(s.message)) or "a fatal signal"
         culprit = [] if _na(s.rank) else [int(s.rank)]
         shm = (" SIGBUS inside NCCL is the shared-memory transport touching a /dev/shm page beyond the tmpfs "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from postmortem.sentences import clip
-from postmortem.findings import Evidence, Finding
+from postmortem.verdict.sentences import clip
+from postmortem.verdict.findings import Evidence, Finding
 from postmortem.rules import facts, rule
 
 

@@ -6,8 +6,8 @@ from collections import Counter
 
 import pandas as pd
 
-from postmortem.findings import Evidence, Finding
-from postmortem.sentences import ranks_phrase, sentence_case
+from postmortem.verdict.findings import Evidence, Finding
+from postmortem.verdict.sentences import ranks_phrase, sentence_case
 from postmortem.rules import facts, rule
 from postmortem.stacks import classify_frames, classify_thread, is_launcher, waits_inside_backward
 from postmortem.stacks.classify import STEP_FRAMES
@@ -227,8 +227,8 @@ def _late(tables, odd: list[int], others: list[int]) -> bool:
 
 
 def _died(tables) -> set:
-    """Ranks that ended on their own (an exception, a fatal signal, a kill, an error exit): see postmortem.ends."""
-    from postmortem.ends import ROOT_ENDS
+    """Ranks that ended on their own (an exception, a fatal signal, a kill, an error exit): see postmortem.ranks.ends."""
+    from postmortem.ranks.ends import ROOT_ENDS
     ranks = tables.frames.get("ranks")
     if ranks is None or ranks.empty or "end" not in ranks.columns:
         return set()

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from postmortem.sentences import clip
-from postmortem.findings import Finding
+from postmortem.verdict.sentences import clip
+from postmortem.verdict.findings import Finding
 from postmortem.rules import facts, rule
 
 
@@ -33,7 +33,7 @@ def nan_loss(tables):
     if len(st_nan) and st_nan.iloc[0]["step"] == st_nan.iloc[0]["step"]:
         step = int(st_nan.iloc[0]["step"])
     culprit = _first_nan_ranks(tables, nan, st_nan)
-    from postmortem.nonfinite import origin
+    from postmortem.ranks.nonfinite import origin
     came_from = origin(tables, nan, facts.world_ranks(tables)) if len(nan) else None
     if came_from is not None:  # the rank whose own loss turned first, by step (the others got it by all-reduce)
         culprit, step = came_from.ranks, came_from.step
@@ -94,7 +94,7 @@ def _first_nan_ranks(tables, nan, st_nan) -> list[int]:
 def loss_scale_trajectories(tables) -> dict:
     """Per output stream (rank, else file), the loss-scale events in line order, with the training steps the stream
     reported after its last one: {(rank, source): (events, rows, steps_after)}."""
-    from parsers import loss_scale
+    from postmortem.parsers import loss_scale
     ls = facts.ev(tables, "loss_scale")
     out: dict = {}
     for rank, source, line, msg in zip(ls["rank"].tolist(), ls["source"].tolist(), ls["line"].tolist(),
@@ -129,8 +129,8 @@ def loss_scale_trajectories(tables) -> dict:
                   "(torch.autograd.set_detect_anomaly on one step, check attention/softmax in fp16).",
       false_positives=("Skips while the scaler calibrates at the start of training (the scale then grows back).",))
 def loss_scale_collapse(tables):
-    from parsers import loss_scale
-    from postmortem.ends import _GoesOn
+    from postmortem.parsers import loss_scale
+    from postmortem.ranks.ends import _GoesOn
     goes = _GoesOn(tables)
     bad = []
     for (rank, _), (events, rows, after) in loss_scale_trajectories(tables).items():

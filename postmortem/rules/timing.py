@@ -12,7 +12,7 @@ import re
 
 import pandas as pd
 
-from postmortem.findings import Evidence, Finding
+from postmortem.verdict.findings import Evidence, Finding
 from postmortem.rules import facts, rule
 
 DEFAULT_TIMEOUT_S = 1800.0   # torch.distributed's default process-group timeout (gloo, NCCL since 2.x)
