@@ -1,4 +1,4 @@
-"""The parse stage on a Dask cluster (postmortem/engines.py) gives the same JSON as the local engine."""
+"""The parse stage on a Dask cluster (postmortem/ingest/engines.py) gives the same JSON as the local engine."""
 from __future__ import annotations
 
 import os

@@ -188,3 +188,12 @@ def test_wheel_installs_only_postmortem(tmp_path):
     assert tops == {"postmortem"}, tops
     assert "postmortem/parsers/textlog.py" in names and "postmortem/reports/render.py" in names
     assert any(n.startswith("postmortem/reports/templates/") for n in names)
+
+
+def test_pyproject_lists_every_package():
+    """Every folder with an __init__.py is installed: pyproject's explicit `packages` names them all."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        listed = set(tomllib.load(f)["tool"]["setuptools"]["packages"])
+    found = {m for m, p in module_files().items() if p.endswith("__init__.py")}
+    assert listed == found, (sorted(found - listed), sorted(listed - found))

@@ -378,6 +378,16 @@ def test_catalogues_have_the_same_keys_and_templates_use_only_known_keys():
         assert set(re.findall(r"{(\w+)}", text)) == set(re.findall(r"{(\w+)}", zh[key])), key
 
 
+def test_language_files_hold_every_kind_of_words():
+    """reports/lang/*.json: the value words of every language name the same values; translated rule titles name
+    registered rules; translated gaps are pairs (missing, why)."""
+    from postmortem.rules import all_rules
+    assert set(i18n.VALUE_WORDS["zh"]) == set(i18n.VALUE_WORDS["en"])
+    rule_ids = {r.id for r in all_rules()}
+    assert i18n.RULE_TITLES["zh"] and set(i18n.RULE_TITLES["zh"]) <= rule_ids, set(i18n.RULE_TITLES["zh"]) - rule_ids
+    assert i18n.GAPS["zh"] and all(isinstance(v, tuple) and len(v) == 2 for v in i18n.GAPS["zh"].values())
+
+
 def test_templates_hold_no_english_prose():
     for name in os.listdir(TEMPLATES):
         if not name.endswith(".html.j2"):

@@ -333,7 +333,7 @@ def dtype_of(col: str) -> str:
 def reference_markdown() -> str:
     """docs/tables.md: every table of `Analysis.tables` with its columns, dtypes and meaning."""
     out = ["# Tables of `postmortem.analyze(path).tables`", "",
-           "Generated from `postmortem/schema.py` (`python -m postmortem.tables.schema > docs/tables.md`); a test keeps "
+           "Generated from `postmortem/tables/schema.py` (`python -m postmortem.tables.schema > docs/tables.md`); a test keeps "
            "them equal.", "",
            f"Schema version {SCHEMA_VERSION}. Each table is a pandas DataFrame and an attribute of `a.tables` "
            "(`a.tables.events`, tab-completes in Jupyter); `a.tables.as_dict()` gives them all and "
@@ -348,14 +348,14 @@ def reference_markdown() -> str:
     from postmortem.ranks.state import COLUMN_DOCS as RANK_DOCS
     out += ["## `ranks`", "",
             "One row per rank of the world: where each rank was when the job stopped (`a.ranks`, also "
-            "`a.tables.ranks`), built by `postmortem/rank_state.py` before any rule runs; every fact keeps the "
+            "`a.tables.ranks`), built by `postmortem/ranks/state.py` before any rule runs; every fact keeps the "
             "`source:line` it came from in a `*_at` column.", "",
             "| column | dtype | meaning |", "|---|---|---|"]
     out += [f"| `{c}` | {dtype} | {meaning} |" for c, (dtype, meaning) in RANK_DOCS.items()]
     out.append("")
     from postmortem.ranks.odd_lines import COLUMN_DOCS as ODD_DOCS
     out += ["## `odd_lines`", "",
-            "The odd lines, found without knowing their words (`a.tables.odd_lines`, `postmortem/odd_lines.py`): "
+            "The odd lines, found without knowing their words (`a.tables.odd_lines`, `postmortem/ranks/odd_lines.py`): "
             "each rank's last lines (`last_lines`) reduced to template keys and compared across ranks. `minority`: a "
             "template a minority of ranks printed near their end, new there; `missing`: a template every rank but a "
             "minority printed near its end (the ranks listed did not). With `--baseline GOOD_RUN` (API: "
