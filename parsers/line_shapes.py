@@ -7,7 +7,7 @@ import re
 import regex
 
 from postmortem.parsers import formats as fmts
-from postmortem.parsers import embedded, learned_prefix
+from postmortem.parsers import embedded, learned_prefix, tb_shapes
 from postmortem.parsers.prefixes import strip_prefixes
 
 
@@ -88,7 +88,8 @@ TAIL_LINES_KEPT = 20    # last lines kept per rank and file (the last_lines tabl
 # contains a format trigger (postmortem.parsers.formats) or one of these; the rest is skipped unread.
 LINE_TRIGGERS = ["Traceback (most recent call last)", 'File "', "During handling of the above exception",
                  "The above exception was the direct cause", "Error", "Exception", "Exit", "Interrupt", "Failure",
-                 "Timeout", "Fault", "Warning", "GLOBAL_RANK"] + [m[0] for m in embedded.MARKERS]
+                 "Timeout", "Fault", "Warning", "GLOBAL_RANK"] + [m[0] for m in embedded.MARKERS] + \
+    tb_shapes.LINE_TRIGGERS
 # EXC_RE's `...Warning` types yield a row only where they close an open traceback (a bare warning line is no
 # exception): a big file hands them over only within reach of a traceback frame.
 WEAK_EVENT_TRIGGERS = ["Warning"]
@@ -97,7 +98,7 @@ LINE_TRIGGERS_NOCASE = ["batch", "period", "every", "interval", "_steps", "_freq
                         "timeout"]
 # Lines after these are handed over whatever they contain (traceback source lines, torchrun summary fields).
 WINDOW_TRIGGERS = {'File "': EXC_NEAR_FRAME, "Traceback (most recent call last)": 2, "Root Cause (first observed failure)": 12,
-                   "Failures:": 200}
+                   "Failures:": 200, **tb_shapes.WINDOW_TRIGGERS}
 STEP_TRIGGERS = ["{'", "Epoch(", "Iter(", "━", "[=", "/s]"]
 STEP_TRIGGERS_NOCASE = ["step", "iter", "batch", "loss"]
 WEAK_STEP_TRIGGERS_NOCASE = ["it"]  # GENERIC_STEP_RE's bare `it 12`: read in small files only

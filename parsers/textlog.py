@@ -10,6 +10,7 @@ from postmortem.parsers.base import ParseResult, register
 from postmortem.parsers import dumps_in_logs, embedded, learned_prefix
 from postmortem.parsers.prefixes import strip_prefixes
 from postmortem.parsers.steps import parse_step
+from postmortem.parsers import tb_shapes
 from postmortem.ingest import textio
 from postmortem.ingest.discover import Source
 from postmortem.parsers.line_blocks import _StepAccumulator, _TorchrunSummary
@@ -58,6 +59,7 @@ def parse_textlog(source: Source) -> ParseResult:
     result = ParseResult()
     stats = textio.ReadStats()
     tbs = _TracebackCollector(result, source)
+    shapes = tb_shapes.TracebackShapes()  # IPython, rich and loguru tracebacks read as plain ones
     summary = _TorchrunSummary(result, source)
     steps = _StepAccumulator()
     per_kind: dict[str, int] = {}
@@ -111,7 +113,7 @@ def parse_textlog(source: Source) -> ParseResult:
                     steps.add(st)
                 continue
             key = rank if rank is not None else info.get("host")
-            consumed = False if dump else tbs.feed(key, lineno, message, ctx)
+            consumed = False if dump else tb_shapes.feed(tbs, shapes, key, lineno, message, ctx)
             summary.feed(lineno, message)
             if consumed:
                 continue
