@@ -190,10 +190,11 @@ FORMAT_DEFS: list[dict] = [
      "triggers": ["nan", "NaN", "inf", "Inf", "NAN"],
      # its `\b[\w/.]*loss` backtracks over every long token (paths): most nan/inf lines name no loss at all
      "requires_nocase": [["loss", "gradient", "found in input tensor", "returned", "detected nan"]],
-     "pattern": r"(?i)(?:\b(?P<metric>[\w/.]*loss[\w/.]*)['\"]?\s*[:=]\s*['\"]?\s*(?P<value>-?nan|-?inf(?:inity)?)\b|\b(?:loss|gradient) (?:is|became|becomes) (?P<value2>nan|inf)\b|(?P<check>NaN or Inf found in input tensor)|Function '(?P<fn>\w+)' returned (?P<anomaly>nan) values|(?P<nonfinite>non-finite loss|loss is not finite|detected nan))",
+     "pattern": r"(?i)(?:\b(?P<metric>[\w/.]*loss[\w/.]*)(?:['\"]?\s*[:=]\s*['\"]?\s*| +)(?P<value>-?nan|-?inf(?:inity)?)\b|\b(?:loss|gradient) (?:is|became|becomes) (?P<value2>nan|inf)\b|(?P<check>NaN or Inf found in input tensor)|Function '(?P<fn>\w+)' returned (?P<anomaly>nan) values|(?P<nonfinite>non-finite loss|loss is not finite|detected nan))",
      "samples": [("=> STEP  750   lr: 0.000600   giou_loss:  nan   conf_loss: 10.89", {"metric": "giou_loss", "value": "nan"}),
                  ("total_losses:nan", {"metric": "total_losses", "value": "nan"}),
-                 ("{'loss': nan, 'learning_rate': 1e-05}", {"metric": "loss", "value": "nan"})]},
+                 ("{'loss': nan, 'learning_rate': 1e-05}", {"metric": "loss", "value": "nan"}),
+                 ("[rank 1] step 7/16 loss nan grad_norm nan", {"metric": "loss", "value": "nan"})]},
     {"name": "numeric-warning", "kind": "numeric_warning", "level": "warning",
      "triggers": ["RuntimeWarning", "Gradient overflow"],
      "pattern": r"(?:RuntimeWarning: (?P<what>divide by zero|invalid value|overflow) encountered in (?P<op>\w+)|Gradient overflow\.\s+Skipping step)",
