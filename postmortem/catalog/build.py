@@ -20,16 +20,13 @@ from collections import defaultdict
 
 from postmortem.catalog import extract as ex
 from postmortem.catalog import sources as src
+from postmortem.catalog.records import load_extract, version_key  # noqa: F401 - load_extract re-exported
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 FAMILIES_JSON = os.path.join(HERE, "families.json")
 SAVED_EXTRACT = os.path.join(REPO, "tests", "catalog_data", "extract.jsonl.gz")
 SAMPLE_REST = 1500   # uncovered strings kept in the saved extract (the negative material of the tests)
-
-
-def _version_key(v: str):
-    return [(0, int(x), "") if x.isdigit() else (1, 0, x) for x in re.split(r"[.\-+_]", v.lstrip("v"))]
 
 
 class Collector:
@@ -116,26 +113,16 @@ def run_extract(args) -> None:
             print(f"{lib} {label}: {n} files", file=sys.stderr)
     with gzip.open(args.out, "wt", encoding="utf-8") as fh:
         for rec in sorted(col.msgs.values(), key=lambda r: (r["lib"], r["file"], r["text"], r["kind"])):
-            rec["versions"].sort(key=_version_key)
+            rec["versions"].sort(key=version_key)
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
         for rec in sorted(col.classes.values(), key=lambda r: (r["lib"], r["file"], r["name"])):
-            rec["versions"].sort(key=_version_key)
+            rec["versions"].sort(key=version_key)
             fh.write(json.dumps({"class": True, **rec}, ensure_ascii=False) + "\n")
     print(f"{len(col.msgs)} messages, {len(col.classes)} classes -> {args.out}", file=sys.stderr)
 
 
 def torch_files(root: str):
     return src.torch_tree_files(root)
-
-
-def load_extract(path: str) -> tuple[list[dict], list[dict]]:
-    """(messages, classes) of an extract file."""
-    msgs, classes = [], []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            rec = json.loads(line)
-            (classes if rec.pop("class", False) else msgs).append(rec)
-    return msgs, classes
 
 
 def main(argv: list[str] | None = None) -> None:
