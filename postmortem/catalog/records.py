@@ -1,8 +1,10 @@
 """Extract records on disk (build time and tests): reading an extract file and ordering release labels."""
 from __future__ import annotations
 
+import glob
 import gzip
 import json
+import os
 import re
 
 
@@ -12,12 +14,15 @@ def version_key(v: str):
 
 
 def load_extract(path: str) -> tuple[list[dict], list[dict]]:
-    """(messages, classes) of an extract file (gzipped JSON lines; a class record has `"class": true`)."""
+    """(messages, classes) of an extract: a file of gzipped JSON lines (a class record has `"class": true`), or a
+    directory of per-library files."""
+    paths = sorted(glob.glob(os.path.join(path, "*.jsonl.gz"))) if os.path.isdir(path) else [path]
     msgs, classes = [], []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            rec = json.loads(line)
-            (classes if rec.pop("class", False) else msgs).append(rec)
+    for p in paths:
+        with gzip.open(p, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                rec = json.loads(line)
+                (classes if rec.pop("class", False) else msgs).append(rec)
     return msgs, classes
 
 
