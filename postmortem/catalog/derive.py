@@ -67,7 +67,7 @@ ROOT_WORDS = [
                      r"(?:CPU|host|system|RAM) (?:ran )?out of memory|out of memory"), "host_oom",
      ("memory_refused",)),
     ("address-in-use", _rx(r"address already in use|EADDRINUSE|port .{0,40}(?:already in use|is in use|taken)|"
-                           r"bind\(\) failed|failed to bind|could not bind"), "rank_crash", ("crashed",)),
+                           r"bind\(\) failed|failed to bind|could not bind"), "nccl_error", ("crashed",)),
     ("disk-full", _rx(r"No space left on device|\bENOSPC\b|Disk quota exceeded|\bEDQUOT\b|disk (?:is )?full"),
      "checkpoint_corruption", ("checkpoint_io_failed",)),
     ("gpu-hardware", _rx(r"\bECC\b|uncorrectable|fallen off the bus|fell off the bus|\bXid\b|NVLink (?:error|"
