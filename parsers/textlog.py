@@ -443,7 +443,8 @@ class _StepAccumulator:
     MAX_KEPT = 128  # anomaly / event-context rows protected per series (beyond: thinned like the rest)
     SPIKE = 3.0     # a loss above SPIKE times the previous row's is an anomaly
 
-    def __init__(self):
+    def __init__(self, every_step: bool = False):
+        self.cap = float("inf") if every_step else self.CAP  # every_step: a row for every step line, never thinned
         self.series: dict = {}
         self.anomalies: dict = {}  # series key -> ids of anomalous rows (the first MAX_KEPT)
         self.context: dict = {}    # series key -> ids of rows that stood last at an event (the latest MAX_KEPT)
@@ -469,7 +470,7 @@ class _StepAccumulator:
                     (ploss is not None and ploss > 0 and loss > self.SPIKE * ploss):
                 if len(self.anomalies[key]) < self.MAX_KEPT:
                     self.anomalies[key][id(row)] = True
-        if len(rows) > self.CAP:
+        if len(rows) > self.cap:
             self._thin(key, rows)
 
     def mark_context(self) -> None:
@@ -517,7 +518,7 @@ def parse_textlog(source: Source) -> ParseResult:
     stats = textio.ReadStats()
     tbs = _TracebackCollector(result, source)
     summary = _TorchrunSummary(result, source)
-    steps = _StepAccumulator()
+    steps = _StepAccumulator(getattr(source, "every_step", False))
     per_kind: dict[str, int] = {}
     dropped: dict[str, int] = {}
     over: dict = {}  # (kind, rank) -> the latest event beyond MAX_EVENTS_PER_KIND
@@ -672,13 +673,16 @@ def _prefilter_triggers() -> prefilter.Triggers:
                             | set(WINDOW_TRIGGERS)))
 
 
-def share_exact_budget(sources: list) -> None:
+def share_exact_budget(sources: list, every_line: bool = False) -> None:
     """Give every source this parser reads its share of the job's exact budget (Source.exact_bytes; see
-    prefilter.EXACT_JOB_BYTES): before parsing, from the sizes the discovery saw, on every engine alike."""
+    prefilter.EXACT_JOB_BYTES): before parsing, from the sizes the discovery saw, on every engine alike.
+    `every_line`: no budget, every file is read exactly (every step line a row)."""
     text = [s for s in sources if not s.problem and s.kind in TEXT_KINDS]
-    shares = prefilter.exact_shares([prefilter.text_size(s.path, s.bytes, s.compression) for s in text])
+    sizes = [prefilter.text_size(s.path, s.bytes, s.compression) for s in text]
+    shares = sizes if every_line else prefilter.exact_shares(sizes)
     for s, share in zip(text, shares):
         s.exact_bytes = share
+        s.every_step = every_line
 
 
 def _gates() -> dict:

@@ -25,7 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"postmortem {__version__}")
     sub = p.add_subparsers(dest="command")
     a = sub.add_parser("analyze", help="analyse a directory of logs/dumps (or one file)")
-    a.add_argument("path", help="directory tree, file, or .tar.gz/.tgz/.zip with the job's logs, dumps and snapshots")
+    a.add_argument("path", nargs="+",
+                   help="directory tree, file, or .tar.gz/.tgz/.zip with the job's logs, dumps and snapshots; several: "
+                        "runs of the same job, oldest first (the last is judged, the earlier ones show recurrence)")
     a.add_argument("--format", choices=("text", "json", "html"), default=None,
                    help="output format (default: from the -o extension .json/.html/.txt, else text)")
     a.add_argument("-o", "--output", help="write the report to this file (the terminal still gets the summary)")
@@ -39,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--lang", choices=("en", "zh"), default="en", help="language of the report (text and HTML)")
     a.add_argument("--baseline", default=None, metavar="GOOD_RUN",
                    help="logs of a run of the same job that worked: lines it printed are not odd")
+    a.add_argument("--all-steps", action="store_true",
+                   help="keep a row for every step line in the steps table (big logs are otherwise sampled)")
     a.add_argument("--quiet", "-q", action="store_true", help="no progress output on stderr")
     c = sub.add_parser("collect", help="run a training command unchanged and capture the evidence a post-mortem needs",
                        description="Run COMMAND (torchrun, accelerate launch, deepspeed, python ...) unchanged, "
@@ -79,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         # `postmortem rules | head`: the reader left; that is not an error of the analysis.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's 128 + SIGINT, no traceback
+        print("postmortem: interrupted", file=sys.stderr)
+        return 130
 
 
 def run() -> None:
@@ -189,7 +196,7 @@ def _analyze(args) -> int:
     from postmortem.api import analyze
     from postmortem.engines import EngineError
     from postmortem.rules import all_rules
-    for what in (args.path, args.baseline):
+    for what in (*args.path, args.baseline):
         if what is not None and not os.path.exists(what):
             print(f"postmortem: error: no such file or directory: {what}", file=sys.stderr)
             return 2
@@ -203,17 +210,21 @@ def _analyze(args) -> int:
         print(f"postmortem analyze: error: {exc}", file=sys.stderr)
         return 2
     try:
-        analysis = analyze(args.path, jobs=args.jobs, rules=args.rules, engine=args.engine,
+        analysis = analyze(args.path[-1], jobs=args.jobs, rules=args.rules, engine=args.engine,
                            scheduler=args.scheduler, plugin_paths=None, quiet=args.quiet, html=fmt == "html",
-                           baseline=args.baseline)
+                           baseline=args.baseline, earlier=args.path[:-1] or None, all_steps=args.all_steps)
     except (FileNotFoundError, EngineError) as exc:
         print(f"postmortem: error: {exc}", file=sys.stderr)
         return 2
     if analysis.verdict is None:  # the same for every format: nothing was read, so no report is written
-        print(f"postmortem: error: no readable files under {args.path}", file=sys.stderr)
+        print(f"postmortem: error: no readable files under {args.path[-1]}", file=sys.stderr)
         for src in (analysis.sources or [])[:10]:  # why each file was not read
             if getattr(src, "problem", None):
                 print(f"  {src.source}: {src.problem}", file=sys.stderr)
+        return 2
+    if analysis.verdict.mechanism == "not_a_training_log":  # nothing to judge: no verdict, as for an empty folder
+        print(f"postmortem: error: nothing under {args.path[-1]} looks like a training job's output (no step, rank, "
+              "launcher, NCCL, traceback or stack line); point it at the job's logs", file=sys.stderr)
         return 2
     if fmt == "json":
         text = analysis.to_json()

@@ -68,6 +68,7 @@ class VerdictView:
     sentence: str = ""           # the verdict as one sentence, in the report's language
     when: str = ""               # the first cited line's time, when it has one
     facts: list[Fact] = field(default_factory=list)
+    next: object = None          # reports.next_view.NextView: what to do now
 
 
 def _lead(text: str, limit: int = MAX_LEAD_CHARS) -> tuple[str, str]:
@@ -368,6 +369,7 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
 
 def _verdict(analysis, t, lang: str = "en") -> VerdictView:
     from postmortem import advice
+    from reports.next_view import next_view
     v = analysis.verdict
     if v is None:
         return VerdictView(present=False, words=t["no_input"], summary=t["no_input_text"], tone="unknown",
@@ -393,6 +395,7 @@ def _verdict(analysis, t, lang: str = "en") -> VerdictView:
     # a log's times carry no zone as a rule: they are shown as written (and ordered as if UTC)
     out.when = f"{when:%Y-%m-%d %H:%M:%S} {t['when_as_logged']}" if when is not None else ""
     out.facts = _facts(analysis, out, t, lang)
+    out.next = next_view(v, lang)
     if root:
         adv = advice.advise(analysis.finding_list, analysis.ranks, analysis.tables.steps)
         why_en = v.why or advice.tidy(root.explanation)
