@@ -93,11 +93,32 @@ class Figures(dict):
         super().__init__(figures)
         self._analysis = analysis
 
+    def __missing__(self, name):
+        raise NoChart(name, sorted(self))
+
     def __call__(self, lang: str = "en") -> "Figures":
         if lang == "en":
             return self
         from reports.figures import make_figures
         return Figures(make_figures(self._analysis, lang), self._analysis)
+
+
+CHART_NEEDS = {"timeline": "lines with times from at least one source",
+               "steps": "step lines with times from two reports of a rank, or ranks that stopped at different steps",
+               "gpu_memory": "nvidia-smi snapshots"}
+
+
+class NoChart(KeyError):
+    """A chart the inputs have no data for (a KeyError, as for any dict, that says why and what there is)."""
+
+    def __init__(self, name, drawn: list):
+        super().__init__(name)
+        need = CHART_NEEDS.get(name)
+        self.message = (f"no {name!r} chart for this input" + (f": it needs {need}" if need else " (no such chart)")
+                        + f"; charts drawn: {', '.join(drawn) if drawn else 'none'}")
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def _findings_frame(self) -> "pd.DataFrame":
@@ -321,6 +342,8 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
         from postmortem.direct_exception import strengthen
         if strengthen(findings[0], work):  # one rank's exception seen directly: no inference to hedge
             verdict.confidence = findings[0].confidence
+        from postmortem.holder import name_holder
+        name_holder(findings[0], work)  # a stuck rank's odd thread: what it most likely waits on
     _mark_roles(work.frames["ranks"], verdict, findings)
     if verdict is not None and attempts.restarted and findings:
         findings[0].explanation = f"{findings[0].explanation} {attempts.sentence()}"

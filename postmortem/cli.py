@@ -19,6 +19,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _seconds_or_auto(text: str) -> float | None:
+    """argparse type: seconds (0 or more), or `auto` (None)."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds or 'auto': {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value:g}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse tree (also used by the docs test)."""
     p = argparse.ArgumentParser(prog="postmortem", description="Why did a distributed training job die or hang?")
@@ -49,8 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "capturing its output, stacks on stall, nvidia-smi history and the kernel log "
                                    "into OUT/<node>/; then print the verdict. Exit status is the job's.")
     c.add_argument("--out", required=True, help="evidence directory (each node writes OUT/<node>/)")
-    c.add_argument("--stall-after", type=float, default=None, metavar="SECONDS",
-                   help="take py-spy dumps when the job has printed nothing for this long (default 300; 0: never)")
+    c.add_argument("--stall-after", type=_seconds_or_auto, default=None, metavar="SECONDS",
+                   help="take py-spy dumps when the job has printed nothing for this long (default auto: a few times "
+                        "the job's usual silence, 10 s at least, at most half its collective timeout or 300 s; "
+                        "0: never)")
     c.add_argument("--smi-interval", type=float, default=None, metavar="SECONDS",
                    help="nvidia-smi sampling interval when nvidia-smi exists (default 10, at least 1)")
     c.add_argument("--node", default=None, help="node directory name (default: the short host name)")
@@ -175,7 +190,7 @@ def _rules(args) -> int:
 
 
 def _collect(args) -> int:
-    from postmortem.collect import DEFAULT_SMI_INTERVAL, DEFAULT_STALL_AFTER, collect, exit_like
+    from postmortem.collect import DEFAULT_SMI_INTERVAL, collect, exit_like
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not command:
         print("postmortem collect: error: no command given (postmortem collect --out DIR -- COMMAND ...)",
@@ -183,7 +198,7 @@ def _collect(args) -> int:
         return 2
     try:
         rc = collect(command, args.out,
-                     stall_after=DEFAULT_STALL_AFTER if args.stall_after is None else args.stall_after,
+                     stall_after=args.stall_after,
                      smi_interval=DEFAULT_SMI_INTERVAL if args.smi_interval is None else args.smi_interval,
                      analyze=not args.no_analyze, node=args.node, py_spy=args.py_spy, quiet=args.quiet)
     except OSError as exc:  # the evidence directory cannot be made: said before the job starts

@@ -101,7 +101,8 @@ EN: dict[str, str] = {
     # evidence
     "evidence_intro": ("The lines the verdict rests on, highlighted, with {n} lines of context; a traceback shows its "
                        "frame in your code and its exception, a stack dump the thread and the threads it waits on (⋯: "
-                       "lines left out). File names link to the sources list."),
+                       "lines left out)."),
+    "evidence_links": "File names link to the sources list.",
     "evidence_empty": "The verdict cites no input line.",
     "evidence_more": "{n} more cited lines are not shown.",
     "evidence_folded": "{n} more cited lines",
@@ -303,6 +304,7 @@ EN: dict[str, str] = {
     "fig_capacity": "capacity",
     "fig_ranks": "ranks",
     "fig_rank": "rank {rank}",
+    "fig_ranks_same": "ranks {ranks} (same steps)",
     "fig_timeline_alt": "Swimlane chart of rank activity",
     "fig_steps_alt": "Step reached by each rank over time",
     "fig_gpu_alt": "GPU memory used per GPU over time",
@@ -400,7 +402,8 @@ ZH: dict[str, str] = {
     "phase_init": "初始化",
     "phase_unknown": "未知",
     "phase_data": "数据准备",
-    "evidence_intro": "结论所依据的日志行（高亮），附前后 {n} 行上下文；调用栈只显示你代码中的那一帧和异常，栈转储显示该线程及它在等待的线程（⋯ 表示省略的行）。文件名链接到输入文件列表。",
+    "evidence_intro": "结论所依据的日志行（高亮），附前后 {n} 行上下文；调用栈只显示你代码中的那一帧和异常，栈转储显示该线程及它在等待的线程（⋯ 表示省略的行）。",
+    "evidence_links": "文件名链接到输入文件列表。",
     "evidence_empty": "该结论没有引用任何输入行。",
     "evidence_more": "另有 {n} 行引用未显示。",
     "evidence_folded": "另外 {n} 行引用",
@@ -577,6 +580,7 @@ ZH: dict[str, str] = {
     "fig_capacity": "容量",
     "fig_ranks": "rank",
     "fig_rank": "rank {rank}",
+    "fig_ranks_same": "rank {ranks}（训练步相同）",
     "fig_timeline_alt": "各 rank 活动泳道图",
     "fig_steps_alt": "各 rank 随时间到达的训练步",
     "fig_gpu_alt": "各 GPU 显存占用随时间变化",

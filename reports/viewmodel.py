@@ -351,7 +351,9 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
         evidence_folded=evidence[OPEN_EVIDENCE:],
         evidence_folded_label=i18n.fmt(t, "evidence_folded", n=len(evidence) - OPEN_EVIDENCE)
         if len(evidence) > OPEN_EVIDENCE else "",
-        evidence_intro=i18n.fmt(t, "evidence_intro", n=context),
+        # the notebook card has no sources list: its file names link nowhere, and it does not say they do
+        evidence_intro=i18n.fmt(t, "evidence_intro", n=context)
+        + ("" if fragment else ("" if lang == "zh" else " ") + t["evidence_links"]),
         evidence_more=i18n.fmt(t, "evidence_more", n=ev_more) if ev_more else "",
         timeline_fig=None, timeline_rows=[], timeline_axis="", timeline_notes=[], steps_fig=None, steps_rows=[],
         steps_phase="", gpu_fig=None, gpu_rows=[], gpu_note="", gpu_more="", stack_classes=[], stacks_more="",

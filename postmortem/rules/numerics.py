@@ -47,12 +47,25 @@ def nan_loss(tables):
     if len(warn):
         w = warn.iloc[0]
         why += f", after the warning '{clip(str(w['message']), 120)}' (line {w['line']}), which names the operation"
+    from postmortem import divergence
+    grew = divergence.divergence(tables.steps, culprit)
+    if grew is not None:
+        why += f"; {divergence.sentence(grew)}"
     why += ". Once a loss is NaN every update spreads it; the job then diverges, stops, or a NaN check aborts it."
+    # the fix follows what the lines show: a warning naming an operation, a loss that blew up, or neither
+    if len(warn):
+        fix = ("Guard the operation named by that warning (add eps to log/division inputs, filter degenerate "
+               "samples), lower the learning rate or fix the warmup schedule, clip gradients; "
+               "torch.autograd.set_detect_anomaly(True) finds the first NaN.")
+    elif grew is not None:
+        fix = divergence.fix(grew)
+    else:
+        fix = ("Find the first non-finite value with torch.autograd.set_detect_anomaly(True) for one step; check "
+               "inputs and targets for NaN/Inf and zeros fed to log or division, lower the learning rate or fix the "
+               "warmup schedule, clip gradients.")
     return [Finding(rule="nan-loss", category="nan_inf", confidence=conf, title="Loss became NaN/Inf",
                     explanation=why,
-                    remediation="Guard the operation named by the first warning (add eps to log/division inputs, "
-                                "filter degenerate samples), lower the learning rate or fix the warmup schedule, "
-                                "clip gradients; torch.autograd.set_detect_anomaly(True) finds the first NaN.",
+                    remediation=fix,
                     culprit_ranks=culprit, step=step,
                     evidence=facts.evidence_from(warn, 2) + facts.evidence_from(nan, 4),
                     order=facts.order_key(first), explains=("rank_crash", "collective_timeout"))]
