@@ -25,9 +25,13 @@ def restarts(tables, verdict, findings, work, selected) -> rec_mod.Recurrence | 
             v, f = judge(view, selected)
         except Exception:  # noqa: BLE001 - a later attempt's oddity must not take the first one's verdict down
             continue
-        # an attempt whose files hold nothing that shows how it ended (a hedged no-failure) is not compared
-        if v is not None and not (v.category == "no_failure" and v.confidence < 0.8):
-            outcomes.append(rec_mod.outcome_of(f"attempt {n}", v, f, view))
+        if v is None:
+            continue
+        out = rec_mod.outcome_of(f"attempt {n}", v, f, view)
+        if v.category == "no_failure" and v.confidence < 0.8:
+            # its files hold nothing that shows how it ended: said so, never taken for a clean run
+            out.category, out.signature = "unknown", "no trace of how it ended"
+        outcomes.append(out)
     return rec_mod.compare("restarts", outcomes, 0)
 
 

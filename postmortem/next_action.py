@@ -91,6 +91,7 @@ class NextFacts:
     culprit_ranks: list[int] = field(default_factory=list)
     culprit_hosts: dict[int, str] = field(default_factory=dict)   # culprit rank -> its host, where known
     fault_hosts: list[str] = field(default_factory=list)          # hosts a kernel/driver line names as faulty
+    fault_lines: list[str] = field(default_factory=list)          # `source:line` of kernel/driver fault lines
     all_hosts: list[str] = field(default_factory=list)            # every host of the job seen
     reason: str | None = None                                     # job_stopped's reason; a fatal signal's name
     exception: str = ""                                           # the root's exception type and message
@@ -148,9 +149,10 @@ def decide(f: NextFacts) -> NextAction:
     hosts: list[str] = []
     ranks: list[int] = []
     if action == "drain":
-        hosts = _hosts_at_fault(f)
-        ranks = sorted(f.culprit_ranks) if not hosts else sorted(r for r, h in f.culprit_hosts.items() if h in hosts)
-        if not hosts and not ranks:
+        hosts, everyone = _hosts_at_fault(f)
+        ranks = [] if everyone else sorted(f.culprit_ranks) if not hosts else \
+            sorted(r for r, h in f.culprit_hosts.items() if h in hosts)
+        if not hosts and not ranks and not f.fault_lines:
             action = NO_HOST_ACTION.get(f.category, "investigate")
     if action in ("change", "drain") and f.confidence < LOW_CONFIDENCE and f.category != "no_failure":
         action, hosts, ranks = "investigate", [], []
@@ -168,13 +170,13 @@ def decide(f: NextFacts) -> NextAction:
     return out
 
 
-def _hosts_at_fault(f: NextFacts) -> list[str]:
-    """The hosts a driver/kernel line names, else the culprits' hosts; none when that is every host of a job that
-    ran on several (a fault of all of them is no one host's)."""
+def _hosts_at_fault(f: NextFacts) -> tuple[list[str], bool]:
+    """(the hosts a driver/kernel line names, else the culprits' hosts; whether that is every host of a job that ran
+    on several: a fault of all of them is no one host's, and none is named)."""
     named = sorted(set(f.fault_hosts)) or sorted({h for r, h in f.culprit_hosts.items() if r in f.culprit_ranks and h})
     if named and len(set(f.all_hosts)) > 1 and set(named) >= set(f.all_hosts):
-        return []
-    return named
+        return [], True
+    return named, False
 
 
 def _evidence(f: NextFacts, out: NextAction) -> list[dict]:
@@ -219,8 +221,12 @@ def why_en(f: NextFacts, out: NextAction, what: str | None = None) -> str:
     }
     if out.action == "drain":
         place = (("host " if len(out.hosts) == 1 else "hosts ") + ", ".join(out.hosts)) if out.hosts else \
-            f"the node that ran {ranks_phrase(out.ranks)} (its name is not in the logs)"
+            f"the node that ran {ranks_phrase(out.ranks)} (its name is not in the logs)" if out.ranks else \
+            f"the node whose log {f.fault_lines[0]} reports the fault"
         text = head + f"take {place} out of the pool, then restart the job on healthy nodes."
+    elif out.action == "investigate" and out.domain == "infrastructure":
+        text = head + ("the inputs do not say which machine or link: run the checks the fix names on the job's "
+                       "nodes, take out the one that fails, then restart.")
     else:
         text = head + act[out.action]
     if "+low_confidence" in out.basis:
@@ -243,8 +249,12 @@ def why_zh(f: NextFacts, out: NextAction, what: str | None = None) -> str:
         "investigate": "请先按“缺失的证据”收集信息（或用 `postmortem collect` 重新运行），再决定是重启还是修改。",
     }
     if out.action == "drain":
-        place = ("节点 " + "、".join(out.hosts)) if out.hosts else f"运行{zh_ranks(out.ranks)}的节点（日志中没有它的名字）"
+        place = ("节点 " + "、".join(out.hosts)) if out.hosts else \
+            f"运行{zh_ranks(out.ranks)}的节点（日志中没有它的名字）" if out.ranks else \
+            f"日志 {f.fault_lines[0]} 报告故障的那个节点"
         text = head + f"把{place}移出资源池，然后在健康的节点上重启任务。"
+    elif out.action == "investigate" and out.domain == "infrastructure":
+        text = head + "输入中看不出是哪台机器或哪条链路：请在任务的各节点上运行修改建议中的检查，下线出问题的那个，然后重启。"
     else:
         text = head + act[out.action]
     if "+low_confidence" in out.basis:

@@ -21,6 +21,7 @@ def facts_of(verdict, findings: list, tables, recurrence=None) -> NextFacts:
     all_hosts = sorted(set(host_of.values()))
     cited = [_with_host(e, tables) for e in (verdict.evidence or (root.evidence if root is not None else []))]
     fault_hosts = sorted({e["host"] for e in cited if e.get("host") and e.get("kind") in HOST_FAULT_KINDS})
+    fault_lines = [f"{e['source']}:{e['line']}" for e in cited if e.get("kind") in HOST_FAULT_KINDS][:3]
     reason = _reason(verdict, root)
     exception = ""
     if root is not None:
@@ -29,7 +30,7 @@ def facts_of(verdict, findings: list, tables, recurrence=None) -> NextFacts:
         category=verdict.category, rule=verdict.rule, confidence=float(verdict.confidence),
         culprit_ranks=list(verdict.culprit_ranks),
         culprit_hosts={r: host_of[r] for r in verdict.culprit_ranks if r in host_of},
-        fault_hosts=fault_hosts, all_hosts=all_hosts, reason=reason, exception=exception,
+        fault_hosts=fault_hosts, fault_lines=fault_lines, all_hosts=all_hosts, reason=reason, exception=exception,
         evidence=[{k: e.get(k) for k in ("source", "line", "rank", "text", "host")} for e in cited],
         hedged_no_failure=verdict.category == "no_failure" and verdict.confidence < 0.8, recurrence=recurrence)
 
