@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "into OUT/<node>/; then print the verdict. Exit status is the job's.")
     c.add_argument("--out", required=True, help="evidence directory (each node writes OUT/<node>/)")
     c.add_argument("--stall-after", type=_seconds_or_auto, default=None, metavar="SECONDS",
-                   help="take py-spy dumps when the job has printed nothing for this long (default auto: a few times "
+                   help="take py-spy dumps when the job has printed nothing for this long (default auto: ten times "
                         "the job's usual silence, 10 s at least, at most half its collective timeout or 300 s; "
                         "0: never)")
     c.add_argument("--smi-interval", type=float, default=None, metavar="SECONDS",

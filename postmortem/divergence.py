@@ -67,15 +67,16 @@ def _num(x: float) -> str:
 
 
 def sentence(d: Divergence) -> str:
-    """`the loss grew about x10^4 per step (556.8 at step 1 to 2.316e+24 at step 7)` on rank N."""
+    """`The loss grew about x10^4 per step on rank 0 (282.7 at step 1 to 2.192e+24 at step 7) before it stopped
+    being finite` (no final period)."""
     who = f" on rank {d.rank}" if d.rank is not None else ""
-    return (f"the loss grew about x10^{d.exponent} per step{who} ({_num(d.first_loss)} at step {d.first_step} to "
+    return (f"The loss grew about x10^{d.exponent} per step{who} ({_num(d.first_loss)} at step {d.first_step} to "
             f"{_num(d.last_loss)} at step {d.last_step}) before it stopped being finite")
 
 
 def fix(d: Divergence) -> str:
     """What to change for a diverging loss."""
-    lr = f" (it was {_num(d.lr)})" if d.lr is not None else ""
+    lr = f" (it was {_num(d.lr)})" if d.lr is not None else ""  # the facts the lines show, nothing more
     return (f"The optimisation diverged from the first steps: lower the learning rate{lr} by an order of magnitude or "
             "more, add warmup, clip gradients (torch.nn.utils.clip_grad_norm_), and check the loss's scale (a sum "
             "instead of a mean); torch.autograd.set_detect_anomaly(True) then finds any operation that still "

@@ -265,10 +265,9 @@ def why_zh(f: NextFacts, out: NextAction, what: str | None = None) -> str:
     return text
 
 
-ACTION_WORDS = {"en": {"restart": "restart unchanged", "change": "change the workload first",
-                       "drain": "drain the host, then restart", "investigate": "investigate first",
-                       "none": "nothing to do"},
-                "zh": {"restart": "原样重启", "change": "先修改工作负载", "drain": "下线故障节点后重启",
+ACTION_WORDS = {"en": {"restart": "restart as is", "change": "change before resubmitting",
+                       "drain": "drain, then restart", "investigate": "investigate first", "none": "nothing to do"},
+                "zh": {"restart": "原样重启", "change": "修改后再提交", "drain": "下线故障节点后重启",
                        "investigate": "先调查", "none": "无需处理"}}
 DOMAIN_WORDS = {"en": {"workload": "workload", "infrastructure": "infrastructure", "unknown": "unknown domain",
                        "none": "no failure"},

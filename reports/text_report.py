@@ -63,9 +63,11 @@ def render_text(analysis, width: int = 100, lang: str = "en") -> str:
     if when is not None:
         out.append(f"  {w['time']}{sep}{when:%Y-%m-%d %H:%M:%S} {w['as_logged']}")
     if root:
-        adv = advice.advise(analysis.finding_list, analysis.ranks, analysis.tables.steps)
-        why = advice.why_zh(adv, root, analysis.ranks, analysis.tables.steps) if zh else (v.why or root.explanation)
-        fix = (advice.verdict_fix(adv, lang) if zh else None) or v.fix or root.remediation
+        why, fix = v.why or root.explanation, v.fix or root.remediation
+        if zh:  # translated sentence by sentence from the English, so that both name the same facts
+            from reports.translate import verdict_zh
+            zh_why, zh_fix = verdict_zh(why, fix)
+            why, fix = zh_why or why, zh_fix or fix
         out.append("")
         out.append(w["why"])
         out.extend("  " + line for line in _wrap(why or v.why or root.explanation, width - 2))

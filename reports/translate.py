@@ -12,13 +12,13 @@ import functools
 
 import regex
 
-from reports.zh_sentences import ZH_SENTENCES
+from reports.zh_sentences import VALUE_PHRASES, VALUE_WORDS, ZH_SENTENCES
 
 MAX_SENTENCE = 2000      # longer sentences are left in English (matching is bounded)
 MATCH_TIMEOUT_S = 0.05
-_SPLIT = regex.compile(r"(?<=[.!?])\s+(?=[A-Z(`'\"\[])")
+_SPLIT = regex.compile(r"(?<=[.!?])\s+(?=[A-Za-z(`'\"\[])")
 _FIELD = regex.compile(r"\{([a-z_]+)\}")
-_RANKS = regex.compile(r"^(?:the )?ranks? (\d[\d, -]*?(?: and \d+)?)$")
+_RANKS = regex.compile(r"^(?i:ranks?) (\d[\d, -]*?(?: and \d[\d-]*)?)$")
 _HAN = regex.compile(r"\p{Han}")
 
 
@@ -35,8 +35,10 @@ def _patterns() -> list:
             parts.append(f"(?P={name})" if name in seen else f"(?P<{name}>.+?)")
             seen.add(name)
             pos = m.end()
-        parts.append(regex.escape(english[pos:]))
-        head = english[:english.index("{")] if "{" in english else english
+        tail = english[pos:]
+        # a pattern's final period is optional in the sentence (a rule's text may end without one)
+        parts.append(regex.escape(tail[:-1]) + r"\.?" if tail.endswith(".") else regex.escape(tail))
+        head = english[:english.index("{")] if "{" in english else english.rstrip(".")
         out.append((head, regex.compile("".join(parts), regex.S), chinese))
     return out
 
@@ -46,15 +48,26 @@ def split_sentences(text: str) -> list[str]:
     return [s for s in _SPLIT.split((text or "").strip()) if s]
 
 
-def _zh_value(value: str) -> str:
-    """A captured fact in Chinese form where it has one (`ranks 0, 1 and 2` -> `rank 0、1、2`), else as it is."""
-    m = _RANKS.match(value.strip())
+def _zh_value(value: str, depth: int = 0) -> str:
+    """A captured fact in Chinese form where it has one (`ranks 0, 1 and 2` -> `rank 0、1、2`, a clause that is a
+    sentence of its own), else as it is: the digits, names and quotes in it stay."""
+    v = value.strip()
+    m = _RANKS.match(v)
     if m:
         return "rank " + "、".join(p.strip() for p in regex.split(r",| and ", m.group(1)) if p.strip())
+    if v in VALUE_WORDS:
+        return VALUE_WORDS[v]
+    if depth < 2 and " " in v and len(v) > 12:
+        for clause in dict.fromkeys((v, v[:1].upper() + v[1:])):  # a clause as written, or as a sentence starts
+            zh = sentence_zh(clause, depth + 1)
+            if zh is not None:
+                return zh.rstrip("。")
+    for pattern, repl in VALUE_PHRASES:
+        value = pattern.sub(repl, value)
     return value
 
 
-def sentence_zh(sentence: str) -> str | None:
+def sentence_zh(sentence: str, depth: int = 0) -> str | None:
     """One English sentence in Chinese, or None when no pattern knows it."""
     if len(sentence) > MAX_SENTENCE:
         return None
@@ -66,7 +79,7 @@ def sentence_zh(sentence: str) -> str | None:
         except TimeoutError:
             continue
         if m:
-            return chinese.format(**{k: _zh_value(v) for k, v in m.groupdict().items()})
+            return chinese.format(**{k: _zh_value(v, depth) for k, v in m.groupdict().items()})
     return None
 
 
@@ -84,3 +97,11 @@ def to_zh(text: str) -> tuple[str, int, int]:
         joint = "" if not out or (_HAN.search(out[-1:]) and _HAN.search(p[:1])) or out.endswith("。") else " "
         out += joint + p
     return out, done, len(sentences)
+
+
+def verdict_zh(why_en: str, fix_en: str) -> tuple[str, str]:
+    """The verdict's why and fix in Chinese, each "" when not one of its sentences could be translated (the report
+    then shows the English)."""
+    why, w_done, _ = to_zh(why_en)
+    fix, f_done, _ = to_zh(fix_en)
+    return (why if w_done else ""), (fix if f_done else "")

@@ -371,6 +371,7 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
 
 def _verdict(analysis, t, lang: str = "en") -> VerdictView:
     from postmortem import advice
+    from reports import translate
     from reports.next_view import next_view
     v = analysis.verdict
     if v is None:
@@ -399,19 +400,18 @@ def _verdict(analysis, t, lang: str = "en") -> VerdictView:
     out.facts = _facts(analysis, out, t, lang)
     out.next = next_view(v, lang)
     if root:
-        adv = advice.advise(analysis.finding_list, analysis.ranks, analysis.tables.steps)
         why_en = v.why or advice.tidy(root.explanation)
         fix_en = v.fix or root.remediation
         if lang == "en":
             out.explanation, out.explanation_more = _lead(why_en)
             out.remediation, out.remediation_more = _lead(fix_en)
         else:
-            zh_why = advice.why_zh(adv, root, analysis.ranks, analysis.tables.steps) if lang == "zh" else ""
+            # translated sentence by sentence from the English, so that both name the same facts
+            zh_why, zh_fix = translate.verdict_zh(why_en, fix_en) if lang == "zh" else ("", "")
             if zh_why:
                 out.explanation, out.explanation_lang, out.explanation_en = zh_why, t["html_lang"], why_en
             else:
                 out.explanation, out.explanation_more = _lead(why_en)
-            zh_fix = advice.verdict_fix(adv, lang)
             if zh_fix:
                 out.remediation, out.remediation_lang, out.remediation_en = zh_fix, t["html_lang"], fix_en
             else:
@@ -598,8 +598,9 @@ def _finding(f, t, anchors, lang: str = "en", root=None) -> FindingRow:
                      evidence=ev)
     if lang != "en":
         row.title, row.title_lang = sentence(f, lang), t["html_lang"]
-        fix = advice.finding_fix(f, lang)
-        if fix:
+        from reports.translate import to_zh
+        fix, done, _ = to_zh(f.remediation) if lang == "zh" else ("", 0, 0)
+        if done:
             row.remediation, row.fix_lang = fix, t["html_lang"]
     return row
 

@@ -17,10 +17,13 @@ import tempfile as _tempfile
 _SESSION_TMP = _tempfile.mkdtemp(prefix="pm-tests-")
 _os.environ["TMPDIR"] = _SESSION_TMP
 _tempfile.tempdir = _SESSION_TMP
+# the real torch jobs some tests run keep torch's compile cache here (theirs, not a leak of postmortem or a test)
+_TORCH_CACHE = "torch-cache"
+_os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", _os.path.join(_SESSION_TMP, _TORCH_CACHE))
 
 
 def pytest_sessionfinish(session, exitstatus):
-    left = sorted(n for n in _os.listdir(_SESSION_TMP) if not n.startswith("pytest-of-"))
+    left = sorted(n for n in _os.listdir(_SESSION_TMP) if not n.startswith("pytest-of-") and n != _TORCH_CACHE)
     _shutil.rmtree(_SESSION_TMP, ignore_errors=True)
     if left:
         import sys

@@ -2,11 +2,11 @@
 taken before the job's own collective timeout ends the hang, late enough not to dump a healthy job at every pause.
 
 The delay follows the job: at most half its collective timeout (from its command line or environment where it
-states one, else the library's default: NCCL's 600 s, or DEFAULT_CAP), and, within that, a few times the longest
-usual silence between its output lines (a job that prints every step is stalled after ten seconds of silence, one
+states one, else DEFAULT_CAP, below NCCL's 600 s default), and, within that, ten times its usual silence between
+output lines (a job that prints every step is stalled after ten seconds of silence, one
 that prints every five minutes only at the cap). A dump taken before the cap is *early*: if the job then goes on
 printing for a while, the pause was no hang and the dump is removed (the analyzer reads the latest stacks as where
-the ranks ended).
+the ranks ended), and the least silence that counts as a stall doubles past that pause.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from collections import deque
 
 DEFAULT_CAP = 300.0     # below NCCL's default 600 s timeout
 FLOOR = 10.0            # never call less than this a stall
-FACTOR = 5.0            # this many times the usual silence (90th percentile of the gaps between output chunks)
+FACTOR = 10.0           # this many times the usual silence (the median gap between output chunks)
 GAPS_KEPT = 512         # the latest gaps looked at
 MIN_GAPS = 8            # fewer gaps than this: the rhythm is not known yet (the cap holds)
 RECOVERED_AFTER = 60.0  # an early dump is no hang's when the job printed again and ran on this long after it
@@ -64,15 +64,17 @@ class Rhythm:
         self.gaps.append(gap)
 
     def usual(self) -> float | None:
-        """The 90th percentile of the recent gaps, or None before MIN_GAPS of them."""
+        """The median of the recent gaps (a job's start-up and its rare long pauses do not move it), or None before
+        MIN_GAPS of them."""
         gaps = sorted(self.gaps)
         if len(gaps) < MIN_GAPS:
             return None
-        return gaps[min(len(gaps) - 1, int(0.9 * len(gaps)))]
+        return gaps[len(gaps) // 2]
 
 
-def threshold(usual: float | None, cap: float) -> float:
-    """The silence that counts as a stall now: FACTOR times the usual silence, within [FLOOR, cap]."""
+def threshold(usual: float | None, cap: float, floor: float = FLOOR) -> float:
+    """The silence that counts as a stall now: FACTOR times the usual silence, within [floor, cap]. `floor` rises
+    above FLOOR after a pause the job came out of (see StallWatchdog): it has shown it can be that quiet."""
     if usual is None:
         return cap
-    return min(cap, max(FLOOR, FACTOR * usual))
+    return min(cap, max(floor, FACTOR * usual))

@@ -117,6 +117,7 @@ class StallWatchdog(threading.Thread):
         self.stall_after = self.cap if stall_after is None else float(stall_after)
         self.on_discard = on_discard
         self.early: list[tuple[float, float, dict]] = []   # (taken at, its threshold, record) of early dumps
+        self.floor = stall.FLOOR   # the least silence that counts as a stall; rises past each pause that recovered
         self.pyspy_dir, self.pyspy, self.smi, self.on_dump = pyspy_dir, pyspy, smi, on_dump
         self.collector_env = collector_env
         self.requested = False       # set from the SIGUSR1 handler: a plain flag, no locks in signal context
@@ -153,7 +154,7 @@ class StallWatchdog(threading.Thread):
         """The silence that counts as a stall now (fixed, or following the job's rhythm within the cap)."""
         if not self.auto:
             return self.stall_after
-        return stall.threshold(self.activity.rhythm.usual(), self.cap)
+        return stall.threshold(self.activity.rhythm.usual(), self.cap, self.floor)
 
     def _prune(self) -> None:
         """Remove early dumps of pauses the job came out of: it printed again and ran on for a while after them."""
@@ -163,6 +164,7 @@ class StallWatchdog(threading.Thread):
             if self.activity.last > taken and now - taken >= max(stall.RECOVERED_AFTER, 3 * limit):
                 if record.get("dir"):
                     shutil.rmtree(record["dir"], ignore_errors=True)
+                self.floor = max(self.floor, 2 * limit)  # the job can be this quiet and go on: not a stall next time
                 if self.on_discard is not None:
                     self.on_discard(record)
             else:

@@ -44,14 +44,15 @@ def nan_loss(tables):
         step = facts.rank_value(tables, culprit[0], "last_step")
     why = "The loss turned non-finite" + (f" on rank {culprit[0]}" if len(culprit) == 1 else "") + (
         f" at step {step}" if step is not None else "")
+    why += "."
     if len(warn):
         w = warn.iloc[0]
-        why += f", after the warning '{clip(str(w['message']), 120)}' (line {w['line']}), which names the operation"
+        why += f" The warning '{clip(str(w['message']), 120)}' (line {w['line']}) came before it and names the operation."
     from postmortem import divergence
     grew = divergence.divergence(tables.steps, culprit)
     if grew is not None:
-        why += f"; {divergence.sentence(grew)}"
-    why += ". Once a loss is NaN every update spreads it; the job then diverges, stops, or a NaN check aborts it."
+        why += f" {divergence.sentence(grew)}."
+    why += " Once a loss is NaN every update spreads it; the job then diverges, stops, or a NaN check aborts it."
     # the fix follows what the lines show: a warning naming an operation, a loss that blew up, or neither
     if len(warn):
         fix = ("Guard the operation named by that warning (add eps to log/division inputs, filter degenerate "
