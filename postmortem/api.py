@@ -9,15 +9,15 @@ from dataclasses import dataclass, field
 
 from typing import TYPE_CHECKING
 
-from postmortem import beside
-from postmortem.columns import share_text
-from postmortem import discover as discover_mod
-from postmortem.findings import Finding, Verdict
+from postmortem.ingest import beside
+from postmortem.tables.columns import share_text
+from postmortem.ingest import discover as discover_mod
+from postmortem.verdict.findings import Finding, Verdict
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from postmortem.tables import Tables
+    from postmortem.tables.build import Tables
 
 # pandas and the stages after parsing are imported while the parser processes run (see _Preload), not before.
 
@@ -37,7 +37,7 @@ class Analysis:
 
     @property
     def ranks(self):
-        """Where every rank was when the job stopped: one row per rank (columns in postmortem.rank_state)."""
+        """Where every rank was when the job stopped: one row per rank (columns in postmortem.ranks.state)."""
         return self.tables.frames.get("ranks")
 
     @property
@@ -46,42 +46,42 @@ class Analysis:
 
     def to_dict(self) -> dict:
         """The JSON contract (docs/json.md) as a dict."""
-        from reports.json_report import to_dict
+        from postmortem.reports.json_report import to_dict
         return to_dict(self)
 
     def to_json(self, indent: int | None = 2) -> str:
         """The JSON contract as a string (sorted, deterministic)."""
-        from reports.json_report import to_json
+        from postmortem.reports.json_report import to_json
         return to_json(self, indent=indent)
 
     def to_text(self, lang: str = "en") -> str:
         """The terminal summary (`lang`: "en" or "zh")."""
-        from reports.i18n import catalogue
-        from reports.text_report import render_text
+        from postmortem.reports.i18n import catalogue
+        from postmortem.reports.text_report import render_text
         catalogue(lang)  # an unknown language is a ValueError here, as for to_html
         return render_text(self, lang=lang)
 
     def to_html(self, **options) -> str:
         """The self-contained HTML report."""
         from postmortem import __version__
-        from reports.render import render_html
+        from postmortem.reports.render import render_html
         return render_html(self, **{"version": __version__, **options})
 
     @property
     def figures(self) -> "Figures":
         """The report's charts as matplotlib Figures (never shown): `a.figures["steps"]`; an attribute like
         `a.tables` and `a.findings` (`a.figures()` still works, and `a.figures(lang="zh")` labels them in Chinese)."""
-        from reports.figures import make_figures
+        from postmortem.reports.figures import make_figures
         return Figures(make_figures(self), self)
 
     def _repr_html_(self) -> str:
         from postmortem import __version__
-        from reports.render import render_html
+        from postmortem.reports.render import render_html
         return render_html(self, fragment=True, version=__version__)
 
     def __repr__(self) -> str:
         """A few lines: the verdict, the culprit, what was read and found (the tables have their own repr)."""
-        from postmortem.sentences import describe
+        from postmortem.verdict.sentences import describe
         return describe(self)
 
 
@@ -99,7 +99,7 @@ class Figures(dict):
     def __call__(self, lang: str = "en") -> "Figures":
         if lang == "en":
             return self
-        from reports.figures import make_figures
+        from postmortem.reports.figures import make_figures
         return Figures(make_figures(self._analysis, lang), self._analysis)
 
 
@@ -123,8 +123,8 @@ class NoChart(KeyError):
 
 def _findings_frame(self) -> "pd.DataFrame":
     """The findings as a DataFrame, one row per finding, the verdict's first (columns: docs/tables.md)."""
-    from postmortem.findings import findings_frame
-    from reports.evidence import first_time
+    from postmortem.verdict.frame import findings_frame
+    from postmortem.reports.evidence import first_time
     return findings_frame(self.finding_list, [first_time(self, f) for f in self.finding_list])
 
 
@@ -148,8 +148,8 @@ def parse_all(sources: list, jobs: int | None = None, engine: str = "local", sch
     `quiet` or stderr is not a terminal. `preload` is started once the parser processes exist (never before a fork:
     a thread inside an import at fork time would leave that import's lock held in the child)."""
     preload = preload or _Preload(enabled=False)
-    from parsers.base import parse_source_compact as parse_source
-    from parsers.textlog import share_exact_budget
+    from postmortem.parsers.base import parse_source_compact as parse_source
+    from postmortem.parsers.textlog import share_exact_budget
     # what of each file is read exactly: from the whole job, before any file is read (all_steps: all of it)
     share_exact_budget(sources, every_line=all_steps)
     from postmortem import progress as progress_mod
@@ -167,7 +167,7 @@ def parse_all(sources: list, jobs: int | None = None, engine: str = "local", sch
 
     with progress_mod.make(len(sources), total, quiet=quiet) as bar:
         if engine == "dask":
-            from postmortem.engines import dask_parse
+            from postmortem.ingest.engines import dask_parse
             preload.start()  # Dask starts its worker processes with spawn: nothing inherited
             dask_parse(sources, scheduler, progress=bar, sink=put)
             return out
@@ -178,7 +178,7 @@ def parse_all(sources: list, jobs: int | None = None, engine: str = "local", sch
                 put(i, parse_source(s))
                 bar.update(s.bytes)
             return out
-        from parsers.base import preload as preload_parsers
+        from postmortem.parsers.base import preload as preload_parsers
         preload_parsers()  # the forked workers inherit the imported parsers and compiled triggers
         # Largest files first so one big file does not finish last; chunks keep IPC small for many tiny files.
         order = sorted(range(len(sources)), key=lambda i: -sources[i].bytes)
@@ -223,8 +223,8 @@ def _stop_pool(pool) -> None:
 def _isolate(sources: list, out: list, bar, put) -> None:
     """A parser process died (killed for memory, a crash in C code): parse what is left one file per process, so
     the file that kills its process is named in its problem and every other file is still read."""
-    from parsers.base import ParseResult
-    from parsers.base import parse_source_compact as parse_source
+    from postmortem.parsers.base import ParseResult
+    from postmortem.parsers.base import parse_source_compact as parse_source
     for i, src in enumerate(sources):
         if out[i] is not None:
             continue
@@ -265,7 +265,7 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
                             plugin_paths=plugin_paths, quiet=quiet, html=html, baseline=baseline,
                             all_steps=all_steps)
     if earlier or baseline is not None:
-        from postmortem import history
+        from postmortem.verdict import history
         runs = [_analyze_one(p, jobs=jobs, rules=rules, engine=engine, scheduler=scheduler, quiet=True)
                 for p in ([baseline] if baseline is not None else []) + list(earlier or [])]
         # a baseline that worked is no earlier failure
@@ -282,21 +282,21 @@ def _analyze_one(path: str, *, jobs: int | None = None, rules: list[str] | None 
     if parallel:
         # The tree is walked and sniffed in a forked child while this process imports the parsers and builds their
         # trigger databases, which the parser processes then inherit: the two used to run one after the other.
-        from parsers.base import preload as preload_parsers
+        from postmortem.parsers.base import preload as preload_parsers
         sources = beside.call_beside(discover_mod.discover, path, preload_parsers)
     else:
         sources = discover_mod.discover(path)
     # With parser processes, an HTML report's charts are drawn by a process forked once they are done (see
-    # reports.chart_process): matplotlib is not loaded here while they run.
+    # postmortem.reports.chart_process): matplotlib is not loaded here while they run.
     preload = _Preload(html=html, charts=not parallel)
-    from postmortem.tables_builder import TableBuilder  # no pandas: it is imported while the files are parsed
+    from postmortem.tables.fold import TableBuilder  # no pandas: it is imported while the files are parsed
     builder = TableBuilder(sources)
     # each result goes into the tables' column lists as it arrives: the parsed rows are never all held at once
     parse_all(sources, jobs=jobs, engine=engine, scheduler=scheduler, quiet=quiet, preload=preload, sink=builder.add,
               all_steps=all_steps)
     preload.join()
     if html and parallel:
-        from reports import chart_process
+        from postmortem.reports import chart_process
         chart_process.start()  # loads matplotlib on the CPU the parser processes left while the rules run here
     if plugin_paths:
         from postmortem.rules import load_plugins
@@ -304,7 +304,7 @@ def _analyze_one(path: str, *, jobs: int | None = None, rules: list[str] | None 
     tables = builder.finish()
     base_keys = None
     if baseline is not None:
-        from postmortem.odd_lines import baseline_keys
+        from postmortem.ranks.odd_lines import baseline_keys
         base_keys = baseline_keys(baseline)
     return conclude_tables(path, sources, tables, rules=rules, baseline=base_keys)
 
@@ -318,16 +318,16 @@ def _parallel_likely(path: str, jobs: int | None, engine: str) -> bool:
 
 def conclude(path: str, sources: list, results: list, rules: list[str] | None = None) -> Analysis:
     """The stages after parsing: tables -> rank state -> rules -> failure signals -> verdict -> evidence gaps."""
-    from postmortem import tables as tables_mod
+    from postmortem.tables import build as tables_mod
     return conclude_tables(path, sources, tables_mod.build(sources, results), rules=rules)
 
 
 def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = None,
                     baseline: set[int] | None = None) -> Analysis:
     """The stages after the tables: rank state -> rules -> failure signals -> verdict -> evidence gaps."""
-    from postmortem import gaps as gaps_mod
+    from postmortem.verdict import gaps as gaps_mod
     from postmortem.rules import all_rules
-    from postmortem.attempts import first_attempt
+    from postmortem.ingest.attempts import first_attempt
     # With restarts, the stages below see the first attempt only (the verdict is about the first failure); the
     # Analysis keeps every row.
     work, attempts = first_attempt(tables)
@@ -337,12 +337,13 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
         wanted = set(rules)
         selected = [r for r in selected if r.id in wanted]
     has_inputs = any(not s.problem for s in sources)
+    from postmortem.verdict.judge import judge
     verdict, findings = judge(work, selected, has_inputs, baseline)
     if verdict is not None and findings:
-        from postmortem.direct_exception import strengthen
+        from postmortem.verdict.direct_exception import strengthen
         if strengthen(findings[0], work):  # one rank's exception seen directly: no inference to hedge
             verdict.confidence = findings[0].confidence
-        from postmortem.holder import name_holder
+        from postmortem.verdict.holder import name_holder
         name_holder(findings[0], work)  # a stuck rank's odd thread: what it most likely waits on
     _mark_roles(work.frames["ranks"], verdict, findings)
     if verdict is not None and attempts.restarted and findings:
@@ -354,32 +355,12 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
                 tables.meta[key] = work.meta[key]
     explain(verdict, findings, work, sources)
     if verdict is not None:
-        from postmortem import history
+        from postmortem.verdict import history
         recurrence = history.restarts(tables, verdict, findings, work, selected) if attempts.restarted else None
         verdict.next = history.next_for(verdict, findings, work, recurrence)
     gaps = gaps_mod.evidence_gaps(tables, verdict) if verdict else []
     return Analysis(input=path, sources=sources, tables=tables, findings=findings, verdict=verdict,
                     evidence_gaps=gaps)
-
-
-def judge(work, selected: list, has_inputs: bool = True, baseline: set[int] | None = None):
-    """(verdict, findings) of one attempt's tables: rank state -> odd lines -> culprits -> rules -> failure signals
-    -> verdict. Fills work's `ranks` and `odd_lines` frames and its culprits and signals."""
-    from postmortem import signals as signals_mod
-    from postmortem import verdict as verdict_mod
-    from postmortem.culprits import find_culprits
-    from postmortem.odd_lines import odd_lines
-    from postmortem.rank_state import rank_state
-    from postmortem.rules import run_rules
-    from postmortem.schema import conform, documented_dtypes
-    # stage 4: where every rank was when the job stopped (in the dtypes docs/tables.md promises)
-    work.frames["ranks"] = conform(rank_state(work), documented_dtypes("ranks"))
-    work.frames["odd_lines"] = odd_lines(work, baseline)  # templates a minority printed near their end
-    work.meta["culprits"] = find_culprits(work.frames["ranks"], work.frames["odd_lines"])  # end-state asymmetry
-    findings = run_rules(work, selected)
-    signals = signals_mod.collect(work)
-    work.meta["signals"] = signals
-    return verdict_mod.decide(findings, has_inputs, signals, work.frames["ranks"], work.meta.get("culprits"))
 
 
 def _mark_roles(ranks, verdict, findings) -> None:
@@ -396,10 +377,10 @@ def _mark_roles(ranks, verdict, findings) -> None:
 
 
 def explain(verdict: Verdict | None, findings: list[Finding], tables, sources: list | None = None) -> None:
-    """Fill the verdict's why, fix and evidence from its root mechanism (postmortem.advice), and say so when nothing
+    """Fill the verdict's why, fix and evidence from its root mechanism (postmortem.verdict.advice), and say so when nothing
     in the input looks like a training job's output. Category, culprits and confidence stay as decided."""
-    from postmortem import advice as advice_mod
-    from postmortem import recognised
+    from postmortem.verdict import advice as advice_mod
+    from postmortem.ingest import recognised
     if verdict is None:
         return
     adv = advice_mod.advise(findings, tables.frames.get("ranks"), tables.steps)
@@ -437,13 +418,13 @@ class _Preload:
     @staticmethod
     def _run(html: bool, charts: bool) -> None:
         try:
-            import postmortem.gaps  # noqa: F401
+            import postmortem.verdict.gaps  # noqa: F401
             import postmortem.rules
-            import postmortem.tables  # noqa: F401
-            import postmortem.verdict  # noqa: F401
+            import postmortem.tables.build  # noqa: F401
+            import postmortem.verdict.decide  # noqa: F401
             postmortem.rules.all_rules()
             if html:
-                from reports.render import warm_up
+                from postmortem.reports.render import warm_up
                 warm_up(charts=charts)
         except Exception:  # noqa: BLE001 - the same imports run again in the main thread and raise there
             pass

@@ -1,4 +1,4 @@
-"""The verdict card's "what to do now" block: the next action in the report's language (postmortem.next_action)."""
+"""The verdict card's "what to do now" block: the next action in the report's language (postmortem.verdict.next_action)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,7 +18,7 @@ class NextView:
 
 def next_view(verdict, lang: str = "en") -> NextView | None:
     """The block for a verdict's `next` (None when it has none)."""
-    from postmortem.next_action import headline
+    from postmortem.verdict.next_action import headline
     nxt = getattr(verdict, "next", None) if verdict is not None else None
     if nxt is None:
         return None

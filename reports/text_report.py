@@ -4,10 +4,10 @@ from __future__ import annotations
 import re
 import textwrap
 
-from postmortem.findings import CATEGORY_WORDS
-from postmortem.sentences import as_int, ranks_phrase
+from postmortem.verdict.findings import CATEGORY_WORDS
+from postmortem.verdict.sentences import as_int, ranks_phrase
 from postmortem.stacks import rank_ranges
-from reports.evidence import first_time, unique_evidence, where
+from postmortem.reports.evidence import first_time, unique_evidence, where
 
 
 TEXT_WORDS = {
@@ -38,9 +38,9 @@ def relation(f, root, lang: str = "en") -> str:
 
 def render_text(analysis, width: int = 100, lang: str = "en") -> str:
     """Plain-text summary of an Analysis (same verdict as the JSON and HTML), in English or Chinese."""
-    from postmortem import advice
-    from postmortem.sentences import sentence, zh_ranks
-    from reports import i18n
+    from postmortem.verdict import advice
+    from postmortem.verdict.sentences import sentence, zh_ranks
+    from postmortem.reports import i18n
     w = TEXT_WORDS.get(lang, TEXT_WORDS["en"])
     zh = lang == "zh"
     out: list[str] = []
@@ -65,7 +65,7 @@ def render_text(analysis, width: int = 100, lang: str = "en") -> str:
     if root:
         why, fix = v.why or root.explanation, v.fix or root.remediation
         if zh:  # translated sentence by sentence from the English, so that both name the same facts
-            from reports.translate import verdict_zh
+            from postmortem.reports.translate import verdict_zh
             zh_why, zh_fix = verdict_zh(why, fix)
             why, fix = zh_why or why, zh_fix or fix
         out.append("")
@@ -119,8 +119,8 @@ def render_text(analysis, width: int = 100, lang: str = "en") -> str:
 
 
 def _next_lines(v, w: dict, width: int, lang: str) -> list[str]:
-    """The NEXT block: the action and its domain on one line, then why (postmortem.next_action)."""
-    from postmortem.next_action import headline
+    """The NEXT block: the action and its domain on one line, then why (postmortem.verdict.next_action)."""
+    from postmortem.verdict.next_action import headline
     nxt = getattr(v, "next", None)
     if nxt is None:
         return []

@@ -12,7 +12,7 @@ import functools
 
 import regex
 
-from reports.zh_sentences import VALUE_PHRASES, VALUE_WORDS, ZH_SENTENCES
+from postmortem.reports.zh_sentences import VALUE_PHRASES, VALUE_WORDS, ZH_SENTENCES
 
 MAX_SENTENCE = 2000      # longer sentences are left in English (matching is bounded)
 MATCH_TIMEOUT_S = 0.05

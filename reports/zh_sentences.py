@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from postmortem.advice import MECHANISM_FIX, VARIANT_FIX_ZH
+from postmortem.verdict.advice import MECHANISM_FIX, VARIANT_FIX_ZH
 
 # A captured value that is one of these words (a stack's activity, a phrase a rule fills in) has a Chinese form.
 VALUE_WORDS: dict[str, str] = {
@@ -26,7 +26,7 @@ VALUE_PHRASES: list[tuple[re.Pattern, str]] = [
 ]
 
 ZH_SENTENCES: list[tuple[str, str]] = [
-    # --- how the ranks ended (postmortem.culprits, end-state-asymmetry) ---------------------------------------
+    # --- how the ranks ended (postmortem.ranks.culprits, end-state-asymmetry) ---------------------------------------
     ("Compared how every rank ended; the others' ends follow from it.", "比较了每个 rank 的结束方式；其他 rank 的结束都源于它。"),
     ("Culprit from how the ranks ended: {clause}.", "根据各 rank 的结束方式判断肇事 rank：{clause}。"),
     ("{who} ended on its own ({how}); {others} ended as a consequence.", "{who} 自行结束（{how}）；{others} 是随之结束的。"),
@@ -65,14 +65,14 @@ ZH_SENTENCES: list[tuple[str, str]] = [
      "(cited) for what it did last.",
      "该 rank 的进程没有打印异常就结束了（os._exit、没有 faulthandler 的原生崩溃、被外部杀死）：设置 PYTHONFAULTHANDLER=1 "
      "运行，检查 dmesg 和调度器中的 kill 记录，并阅读它最后几行日志（见引用）看它最后做了什么。"),
-    # --- restarts (postmortem.attempts) -----------------------------------------------------------------------
+    # --- restarts (postmortem.ingest.attempts) -----------------------------------------------------------------------
     ("torchrun restarted the workers {n} time; this verdict is about the first attempt.",
      "torchrun 重启了 {n} 次工作进程；本结论针对第一次尝试。"),
     ("torchrun restarted the workers {n} times; this verdict is about the first attempt.",
      "torchrun 重启了 {n} 次工作进程；本结论针对第一次尝试。"),
     ("Later: their ends are not in the inputs.", "之后的尝试如何结束，输入中没有记录。"),
     ("Later: {what}.", "之后：{what}。"),
-    # --- exceptions (first-exception, postmortem.direct_exception) ----------------------------------------------
+    # --- exceptions (first-exception, postmortem.verdict.direct_exception) ----------------------------------------------
     ("The earliest exception that is not a timeout or a closed connection is {exc} on rank {rank}.",
      "最早出现的、不是超时或连接断开的异常是 rank {rank} 上的 {exc}。"),
     ("The earliest exception that is not a timeout or a closed connection is {exc}.",

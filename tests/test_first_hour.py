@@ -129,8 +129,8 @@ def test_a_write_up_beside_the_logs_never_changes_the_verdict(tmp_path):
 
 
 def test_no_real_log_reads_as_prose():
-    from postmortem.discover import not_evidence
-    from postmortem.prose import looks_like_prose
+    from postmortem.ingest.discover import not_evidence
+    from postmortem.ingest.prose import looks_like_prose
     roots = [SAMPLES, LAB] + [Path(p) for p in ("/work/shared/corpus", "/work/shared/realruns") if os.path.isdir(p)]
     wrongly = []
     for root in roots:
@@ -192,7 +192,7 @@ def test_the_hung_ranks_lock_holder_is_named():
 
 
 def test_a_straggler_without_an_odd_thread_names_no_holder():
-    from postmortem.holder import holders
+    from postmortem.verdict.holder import holders
     a = postmortem.analyze(str(FIXTURE / "stall_after_auto"), quiet=True)
     assert a.verdict.category == "straggler" and holders(a.finding_list[0], a.tables.stacks) == []
 
@@ -206,7 +206,7 @@ def test_the_nan_samples_fix_follows_what_its_lines_show():
 def test_a_loss_that_does_not_blow_up_is_no_divergence():
     import pandas as pd
 
-    from postmortem.divergence import divergence
+    from postmortem.ranks.divergence import divergence
     steps = pd.DataFrame({"rank": [0] * 5, "step": [1, 2, 3, 4, 5], "loss": [2.0, 1.5, 1.4, 1.6, float("nan")],
                           "phase": ["train"] * 5, "source": ["a"] * 5, "line": [1, 2, 3, 4, 5], "lr": [None] * 5})
     assert divergence(steps) is None
@@ -241,7 +241,7 @@ def test_ranks_with_the_same_steps_are_one_line_and_the_culprit_stands_out():
 
 
 def test_the_culprit_is_drawn_apart_even_at_the_front():
-    from reports.figures import _same_steps_once
+    from postmortem.reports.figures import _same_steps_once
     series = {0: ([1, 2], [5, 6]), 1: ([1, 2], [5, 6]), 2: ([1, 2], [5, 6])}
     assert set(_same_steps_once(series, {2})) == {(0, 1), 2}
 

@@ -1,4 +1,4 @@
-"""verdict.next: the failure domain and the action from the root's category and mechanism (postmortem.next_action),
+"""verdict.next: the failure domain and the action from the root's category and mechanism (postmortem.verdict.next_action),
 as a pure function with positive and negative cases, and on real runs through the whole pipeline."""
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import os
 import pytest
 
 import postmortem
-from postmortem.next_action import (ACTIONS, CATEGORY_NEXT, DOMAINS, REASON_NEXT, RULE_NEXT, NextFacts, decide,
+from postmortem.verdict.next_action import (ACTIONS, CATEGORY_NEXT, DOMAINS, REASON_NEXT, RULE_NEXT, NextFacts, decide,
                                     headline)
-from postmortem.findings import CATEGORIES
-from postmortem.recurrence import Outcome, compare
+from postmortem.verdict.findings import CATEGORIES
+from postmortem.verdict.recurrence import Outcome, compare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAB = os.path.join(ROOT, "benchmarks", "lab", "cases")

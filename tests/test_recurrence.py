@@ -1,5 +1,5 @@
 """Recurrence: the verdict's root again in a later torchrun attempt or a resubmitted run, and whether the job got
-further in between (postmortem.recurrence, postmortem.history), on the lab's real torchrun-restarts cases and on two
+further in between (postmortem.verdict.recurrence, postmortem.verdict.history), on the lab's real torchrun-restarts cases and on two
 real run folders given together."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import postmortem
-from postmortem.recurrence import Outcome, compare, progressed
+from postmortem.verdict.recurrence import Outcome, compare, progressed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAB = os.path.join(ROOT, "benchmarks", "lab", "cases")

@@ -9,8 +9,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from reports.translate import sentence_zh, split_sentences, to_zh
-from reports.zh_sentences import ZH_SENTENCES
+from postmortem.reports.translate import sentence_zh, split_sentences, to_zh
+from postmortem.reports.zh_sentences import ZH_SENTENCES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAB = os.path.join(ROOT, "benchmarks", "lab", "cases")

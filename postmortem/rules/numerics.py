@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from postmortem.sentences import clip
-from postmortem.findings import Finding
+from postmortem.verdict.sentences import clip
+from postmortem.verdict.findings import Finding
 from postmortem.rules import facts, rule
 
 
@@ -33,6 +33,10 @@ def nan_loss(tables):
     if len(st_nan) and st_nan.iloc[0]["step"] == st_nan.iloc[0]["step"]:
         step = int(st_nan.iloc[0]["step"])
     culprit = _first_nan_ranks(tables, nan, st_nan)
+    from postmortem.ranks.nonfinite import origin
+    came_from = origin(tables, nan, facts.world_ranks(tables)) if len(nan) else None
+    if came_from is not None:  # the rank whose own loss turned first, by step (the others got it by all-reduce)
+        culprit, step = came_from.ranks, came_from.step
     if step is None and len(nan):  # the step the first NaN line names ('non-finite loss nan at step 37')
         own = nan[nan["rank"].isin(culprit)] if culprit else nan
         for msg in (own if len(own) else nan)["message"]:
@@ -48,7 +52,11 @@ def nan_loss(tables):
     if len(warn):
         w = warn.iloc[0]
         why += f" The warning '{clip(str(w['message']), 120)}' (line {w['line']}) came before it and names the operation."
-    from postmortem import divergence
+    if came_from is not None:
+        firsts = ", ".join(f"rank {r} at step {s}" for r, s in sorted(came_from.later.items())[:4])
+        why += (f" The other ranks' own losses were still finite then ({firsts} turned later): its batch made the "
+                "first non-finite value, and DDP's gradient all-reduce carried it to every rank.")
+    from postmortem.ranks import divergence
     grew = divergence.divergence(tables.steps, culprit)
     if grew is not None:
         why += f" {divergence.sentence(grew)}."
@@ -68,7 +76,8 @@ def nan_loss(tables):
                     explanation=why,
                     remediation=fix,
                     culprit_ranks=culprit, step=step,
-                    evidence=facts.evidence_from(warn, 2) + facts.evidence_from(nan, 4),
+                    evidence=facts.evidence_from(warn, 2) + (came_from.evidence if came_from is not None else [])
+                    + facts.evidence_from(nan, 4),
                     order=facts.order_key(first), explains=("rank_crash", "collective_timeout"))]
 
 
@@ -99,7 +108,7 @@ def _first_nan_ranks(tables, nan, st_nan) -> list[int]:
 def loss_scale_trajectories(tables) -> dict:
     """Per output stream (rank, else file), the loss-scale events in line order, with the training steps the stream
     reported after its last one: {(rank, source): (events, rows, steps_after)}."""
-    from parsers import loss_scale
+    from postmortem.parsers import loss_scale
     ls = facts.ev(tables, "loss_scale")
     out: dict = {}
     for rank, source, line, msg in zip(ls["rank"].tolist(), ls["source"].tolist(), ls["line"].tolist(),
@@ -134,8 +143,8 @@ def loss_scale_trajectories(tables) -> dict:
                   "(torch.autograd.set_detect_anomaly on one step, check attention/softmax in fp16).",
       false_positives=("Skips while the scaler calibrates at the start of training (the scale then grows back).",))
 def loss_scale_collapse(tables):
-    from parsers import loss_scale
-    from postmortem.ends import _GoesOn
+    from postmortem.parsers import loss_scale
+    from postmortem.ranks.ends import _GoesOn
     goes = _GoesOn(tables)
     bad = []
     for (rank, _), (events, rows, after) in loss_scale_trajectories(tables).items():
