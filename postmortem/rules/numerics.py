@@ -48,19 +48,33 @@ def nan_loss(tables):
         step = facts.rank_value(tables, culprit[0], "last_step")
     why = "The loss turned non-finite" + (f" on rank {culprit[0]}" if len(culprit) == 1 else "") + (
         f" at step {step}" if step is not None else "")
+    why += "."
     if len(warn):
         w = warn.iloc[0]
-        why += f", after the warning '{clip(str(w['message']), 120)}' (line {w['line']}), which names the operation"
+        why += f" The warning '{clip(str(w['message']), 120)}' (line {w['line']}) came before it and names the operation."
     if came_from is not None:
         firsts = ", ".join(f"rank {r} at step {s}" for r, s in sorted(came_from.later.items())[:4])
-        why += (f" while the other ranks' own losses were still finite ({firsts} turned later): its batch made the "
-                "first non-finite value, and DDP's gradient all-reduce carried it to every rank")
-    why += ". Once a loss is NaN every update spreads it; the job then diverges, stops, or a NaN check aborts it."
+        why += (f" The other ranks' own losses were still finite then ({firsts} turned later): its batch made the "
+                "first non-finite value, and DDP's gradient all-reduce carried it to every rank.")
+    from postmortem.ranks import divergence
+    grew = divergence.divergence(tables.steps, culprit)
+    if grew is not None:
+        why += f" {divergence.sentence(grew)}."
+    why += " Once a loss is NaN every update spreads it; the job then diverges, stops, or a NaN check aborts it."
+    # the fix follows what the lines show: a warning naming an operation, a loss that blew up, or neither
+    if len(warn):
+        fix = ("Guard the operation named by that warning (add eps to log/division inputs, filter degenerate "
+               "samples), lower the learning rate or fix the warmup schedule, clip gradients; "
+               "torch.autograd.set_detect_anomaly(True) finds the first NaN.")
+    elif grew is not None:
+        fix = divergence.fix(grew)
+    else:
+        fix = ("Find the first non-finite value with torch.autograd.set_detect_anomaly(True) for one step; check "
+               "inputs and targets for NaN/Inf and zeros fed to log or division, lower the learning rate or fix the "
+               "warmup schedule, clip gradients.")
     return [Finding(rule="nan-loss", category="nan_inf", confidence=conf, title="Loss became NaN/Inf",
                     explanation=why,
-                    remediation="Guard the operation named by the first warning (add eps to log/division inputs, "
-                                "filter degenerate samples), lower the learning rate or fix the warmup schedule, "
-                                "clip gradients; torch.autograd.set_detect_anomaly(True) finds the first NaN.",
+                    remediation=fix,
                     culprit_ranks=culprit, step=step,
                     evidence=facts.evidence_from(warn, 2) + (came_from.evidence if came_from is not None else [])
                     + facts.evidence_from(nan, 4),

@@ -240,7 +240,13 @@ TABLE_DOCS: dict[str, str] = {
     "sources": "one row per input file: what it is, how big, whether it parsed and why not",
     "events": "one row per interesting log line (errors, exits, OOMs, timeouts, config echoes, checkpoints ...)",
     "tracebacks": "one row per Python exception (chained exceptions are rows of their own)",
-    "steps": "one row per training/eval/sample step report of a rank (progress bars, `step N loss x` lines)",
+    "steps": "one row per training/eval/sample step report of a rank (progress bars, `step N loss x` lines). On "
+             "big logs not every step line is a row: a job's text is read line by line up to 512 KiB in all (shared "
+             "by its files) and sampled beyond, and each rank's series keeps at most 512 rows, thinned by half when "
+             "full; always kept are each series' first and last row, every anomaly (a non-finite loss, a loss "
+             "spike), the row that stood when an error or another event was printed, and each rank's last step. "
+             "`postmortem.analyze(path, all_steps=True)` (CLI `--all-steps`) keeps a row for every step line "
+             "(slower and bigger on big logs)",
     "collectives": "one row per collective seen in a watchdog message or a flight-recorder record",
     "stacks": "one row per thread in a stack dump (py-spy, faulthandler, gdb) of a process",
     "gpu": "one row per GPU per nvidia-smi snapshot",
@@ -369,7 +375,8 @@ def reference_markdown() -> str:
             "| attribute | what |", "|---|---|",
             "| `a.verdict` | the answer (`Verdict`): category, phase, rule, confidence, culprit_ranks, step, summary (one "
             "sentence), why (the mechanism, a paragraph), fix (what to change, from the root mechanism), evidence "
-            "(the cited lines: `Evidence` with source, line, rank, text), mechanism (an id such as `uneven_batches`) |",
+            "(the cited lines: `Evidence` with source, line, rank, text), mechanism (an id such as `uneven_batches`), "
+            "next (what to do now, `NextAction`: domain, action, hosts, why, evidence, recurrence; docs/json.md) |",
             "| `a.findings` | DataFrame, one row per finding, the verdict's first: rule, category, phase, confidence "
             "(float64), severity, title, culprit_ranks / affected_ranks (lists of int), first_culprit (Int64), step "
             "(Int64), time (datetime64[ns, UTC]: when its first cited line was written), cascade_of, summary (one "
