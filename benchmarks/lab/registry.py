@@ -334,6 +334,19 @@ for _k, _shape in enumerate(NEW_SHAPES):
         if _shape not in _by_name[_n].launchers:
             _by_name[_n].launchers.append(_shape)
 
+# Ray Train and the notebook: one mechanism of most classes each (the memory-watchdog ones stay off Ray, whose
+# own processes the watchdog would also watch)
+for _shape, _names in {
+    "ray-train": ["keyerror-bad-record", "os-exit", "torch-alloc-fail", "dl-worker-raises", "uneven-shards",
+                  "long-eval", "nan-check-raises", "ddp-unused-params", "max-steps"],
+    "notebook": ["target-out-of-bounds", "segfault-ctypes", "numpy-memoryerror", "dl-worker-timeout",
+                 "rank0-only-allgather", "slow-ckpt-write", "anomaly-detect", "ddp-mark-ready-twice",
+                 "early-stopping"],
+}.items():
+    for _n in _names:
+        if _shape not in _by_name[_n].launchers:
+            _by_name[_n].launchers.append(_shape)
+
 # job_stopped (Slurm ends a job): a healthy run cut by its --time limit or by scancel; and hangs that Slurm's time
 # limit ends before the process group's timeout does (the hang is the cause: a long pg timeout, no gloo error)
 _SL = ["srun-label", "sbatch-pertask"]

@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import random
 import re
+import shutil
 import subprocess
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -19,7 +21,7 @@ DESCRIBE = {
     "torchrun-multinode": "two torchrun agents (--nnodes 2 --rdzv-backend c10d) on one host, one console log per node (node0.log, node1.log), --tee 3 when drawn",
     "k8s-pods": "one process per pod as a PyTorchJob runs them (master-0 is rank 0, worker-i is rank i+1), one log per pod in kubectl logs --timestamps shape (<pod>.log)",
     "ray-train": "Ray Train TorchTrainer (gloo, CPU workers) run as python driver.py: console.log with (RayTrainWorker pid=N, ip=...) prefixes and Ray's failure summaries",
-    "notebook": "a notebook run with jupyter nbconvert --execute whose cell calls accelerate's debug_launcher (fork, CPU): the executed train.ipynb and nbconvert's console",
+    "notebook": "a notebook whose cell runs torch.multiprocessing.start_processes(start_method='fork'), executed by jupyter nbconvert --execute --allow-errors: the executed train.ipynb (cell outputs, IPython tracebacks) and nbconvert's console.log",
     "loguru": "torchrun without tee; the script logs with loguru (default stderr sink + logs/rank<N>.log): console.log and per-rank files",
     "structlog-json": "torchrun without tee; the script logs with structlog's JSONRenderer (dict_tracebacks) to stdout: console.log of JSON lines",
     "structlog-console": "torchrun --tee 3 --log-dir tlogs; the script logs with structlog's ConsoleRenderer: console.log with [defaultN]: prefixes + tlogs",
@@ -41,6 +43,10 @@ def draw(rng: random.Random, launcher: str, ws: int) -> dict:
         return {"split_err": rng.random() < 0.5}
     if launcher == "torchrun-multinode":
         return {"tee": rng.random() < 0.5}
+    if launcher == "ray-train":
+        return {"extra_limit": 60}  # ray.init starts GCS, raylet and workers first
+    if launcher == "notebook":
+        return {"extra_limit": 20}
     if launcher == "k8s-pods":
         return {"podjob": "train-" + "".join(rng.choice("abcdefghjkmnpqrstuvwxz23456789") for _ in range(5))}
     return {}
@@ -79,10 +85,11 @@ def command(launcher: str, ws: int, script: str, case: str, params: dict, port: 
     if launcher == "k8s-pods":
         return [py, os.path.join(HERE, "k8s_pods.py"), str(ws), script, case, params["podjob"]], None, rdv
     if launcher == "ray-train":
-        return [py, os.path.join(HERE, "ray_driver.py"), str(ws), script], "console.log", {}
+        driver = os.path.join(os.path.dirname(script), "driver.py")  # beside train.py, as a user's driver is
+        shutil.copy(os.path.join(HERE, "ray_driver.py"), driver)
+        return [py, driver, str(ws), script], "console.log", {}
     if launcher == "notebook":
-        return [py, os.path.join(HERE, "notebook_run.py"), str(ws), script, case], "console.log", \
-            {"LAB_LAUNCHER": "accelerate"}
+        return [py, os.path.join(HERE, "notebook_run.py"), str(ws), script, case, str(port)], "console.log", {}
     if launcher in ("loguru", "structlog-json", "absl"):
         return torchrun + [script], "console.log", {}
     if launcher == "structlog-console":
@@ -126,7 +133,13 @@ def finish(launcher: str, case: str) -> list[dict]:
     if launcher not in SLURM:
         return []
     evs = []
-    for j in slurm_jobs(case):
+    jobs = slurm_jobs(case)
+    for _ in range(40):  # a job ending is COMPLETING for a few seconds before its final state (TIMEOUT, ...)
+        if not any(j["state"] == "COMPLETING" for j in jobs):
+            break
+        time.sleep(0.5)
+        jobs = slurm_jobs(case)
+    for j in jobs:
         evs.append({"event": "slurm_job", **j})
         if j["state"] in ("RUNNING", "PENDING", "CONFIGURING", "COMPLETING"):
             subprocess.run(["scancel", "--signal=KILL", j["job_id"]], capture_output=True, timeout=30)
