@@ -83,7 +83,7 @@ def _load_builtin() -> None:
     import importlib
     for mod in ("parsers.textlog", "parsers.pyspy", "parsers.nvidia_smi", "parsers.torchrun_error",
                 "parsers.flight_recorder", "parsers.dmesg", "parsers.stackdump", "parsers.nccl", "parsers.collect_manifest",
-                "parsers.host_memory", "parsers.embedded"):
+                "parsers.host_memory", "parsers.embedded", "parsers.notebook"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import regex
 
+from parsers import launcher_formats
 from parsers.prefixes import sample_match
 
 # level: "error" (a failure signal), "warning", "info" (progress/context). `triggers` are cheap substrings, one of
@@ -295,6 +296,7 @@ FORMAT_DEFS: list[dict] = [
                  ("torch==2.13.0", {"torch_pin": "2.13.0"})]},
 ]
 
+FORMAT_DEFS += launcher_formats.DEFS  # mpirun's endings (parsers/launcher_formats.py)
 
 @dataclass(frozen=True)
 class LineFormat:

@@ -12,7 +12,7 @@ import regex
 from parsers import formats as fmts
 from parsers import prefilter
 from parsers.base import ParseResult, register
-from parsers import embedded, learned_prefix
+from parsers import actor_ranks, embedded, learned_prefix, spawn_block
 from parsers.prefixes import strip_prefixes
 from parsers.steps import parse_step
 from postmortem import textio
@@ -39,7 +39,10 @@ MSG_RANK_RES = [
     regex.compile(r"(?:^|[\s(])rank[=:](?P<r>\d+)\b"),
     regex.compile(r"^\[(?P<r>\d+)\] is setting up NCCL communicator"),
     regex.compile(r"^Rank (?P<r>\d+)/\d+\b"),
-    regex.compile(r"^(?:[^:\[,]{0,16},\s*)?[Rr]ank[ =:#]?(?P<r>\d+)\s*[,:/]"),  # `Epoch 9, Rank 7, world_size 8: ...`
+    # `Epoch 9, Rank 7, world_size 8: ...`; also after a logging level (`%(asctime)s %(levelname)s rank N: ...` once
+    # the time is stripped)
+    regex.compile(r"^(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) {1,8})?(?:[^:\[,]{0,16},\s*)?[Rr]ank[ =:#]?"
+                  r"(?P<r>\d+)\s*[,:/]"),
 ]
 # A literal that every match of the MSG_RANK_RES pattern at the same position contains (None: no other than the
 # "ank"/"ANK" of Rank, RANK, rank, which all but the 5th need).
@@ -172,10 +175,11 @@ class _Scheme:
         if self.jsonl:
             self.srun, self.hosts = False, set()
         self.learned = None if self.jsonl else _learned_prefix(head_lines_all)
+        self.actors = actor_ranks.scheme_for(head_lines_all)  # Ray actors' `(Name pid=P)` prefixes -> ranks
 
     @property
     def active(self) -> bool:
-        return bool(self.srun or self.hosts or self.learned)
+        return bool(self.srun or self.hosts or self.learned or self.actors is not None)
 
     def strip(self, line: str) -> tuple[str, dict]:
         info: dict = {}
@@ -186,6 +190,8 @@ class _Scheme:
             if m and m.group("host") in self.hosts:
                 info["host"] = m.group("host")
                 line = line[m.end():]
+        if self.actors is not None:
+            self.actors.note(line, info)
         if self.srun:
             m = SRUN_LABEL_RE.match(line)
             if m:
@@ -529,6 +535,7 @@ def parse_textlog(source: Source) -> ParseResult:
     # echo, and `File "..."` frames are not a raised exception. Only failure lines (py-spy's own errors) count.
     dump = source.kind in ("pyspy", "stack_dump")
     plain, waited = None, False
+    spawned = spawn_block.SpawnBlock()  # mp.spawn's child traceback printed by the parent: its process index
     big, dump_kinds = embedded.read_by_line_parser(source), set()
     for lineno, raw, steps_only in items:
         record = json_record(raw) if scheme.jsonl and raw[:1] == "{" else None
@@ -557,7 +564,7 @@ def parse_textlog(source: Source) -> ParseResult:
                 if lm.group("rank") is not None and "rank" not in carry:
                     carry = {**carry, "rank": int(lm.group("rank"))}
                 continue
-            rank = _line_rank(info, message, base_rank)
+            rank = spawned.rank_for(message, _line_rank(info, message, base_rank))
             ctx = {"rank": rank, "host": info.get("host") or source.host, "ts": _ts(info.get("ts"))}
             if steps_only:  # a sampled progress/step line from the prefilter: nothing but its step row
                 st = parse_step(message)
@@ -652,6 +659,8 @@ def parse_textlog(source: Source) -> ParseResult:
         result.problems.append("repetitive lines summarised: " + ", ".join(f"{k} x{v}" for k, v in sorted(dropped.items())))
     if hostpid_rank:
         result.meta["hostpid_rank"] = hostpid_rank
+    if scheme.actors:  # Ray's log monitor forwards each actor's stdout and stderr apart: line order is not time order
+        result.meta["unordered_streams"] = {source.source: "ray actor stdout/stderr merged by the log monitor"}
     if scanner is not None and getattr(scanner, "summarised", False):
         if any(scanner.nccl_counts.values()):
             result.meta["nccl_counts"] = {source.source: dict(scanner.nccl_counts)}

@@ -110,6 +110,8 @@ def fatal_signal_name(details: dict | None, message: str = "") -> str | None:
 def exit_code(details: dict | None) -> int | None:
     """The numeric exit code an exit/launcher event states (negative: killed by that signal)."""
     d = details or {}
+    if str(d.get("mpi_signal") or "").isdigit():  # mpirun: "exited on signal N"
+        return -int(d["mpi_signal"])
     for key in ("exitcode", "code", "code2", "code3", "code4", "code5", "code6"):
         v = d.get(key)
         if v is None:
@@ -332,6 +334,9 @@ def _exit_end(ends: _Ends, rank, d: dict, msg: str, rec) -> None:
         ends.add(rank, "exited", "exit code 0", rec.source, rec.line, rec.ts)
     elif code is not None:
         ends.add(rank, "left", f"exit code {code}", rec.source, rec.line, rec.ts)
+    elif d.get("format") == "mpirun-first-nonzero":  # mpirun names the first process to exit non-zero
+        ends.add(rank, "left", "exit code non-zero (mpirun: the first process to do so)", rec.source, rec.line,
+                 rec.ts)
 
 
 def _inferred_exits(tables, rows: dict, ends: _Ends) -> None:
@@ -394,11 +399,16 @@ class _GoesOn:
             if r is not None:
                 self.ranked_by_source.setdefault(src, []).append(v)
         self.all_normal = _all_normal(tables, self.exited_ok)
+        # sources whose lines of one process are not in time order (two pipes merged apart): later lines there do
+        # not show that a process went on after a traceback
+        self.unordered = set((tables.meta.get("unordered_streams") or {}).keys())
 
     def went_on(self, rank, source, line) -> bool:
         """True when the stream of (rank, source) went on training or ended normally after `line`."""
         if self.all_normal or not _null(rank) and int(rank) in self.exited_ok:
             return True
+        if source in self.unordered:
+            return False
         if _null(rank) and not _null(line) and self._every_rank_went_on(source, int(line)):
             return True
         lines = self.after.get((_rank_key(rank), source))

@@ -339,6 +339,9 @@ for _k, _shape in enumerate(NEW_SHAPES):
 for _shape, _names in {
     "ray-train": ["keyerror-bad-record", "os-exit", "torch-alloc-fail", "dl-worker-raises", "uneven-shards",
                   "long-eval", "nan-check-raises", "ddp-unused-params", "max-steps"],
+    "deepspeed": ["valueerror-rank-branch", "watchdog-sigkill", "dl-worker-segfault", "skip-empty-batch",
+                  "fifo-block", "ckpt-read-while-write", "loss-scale-collapse", "ddp-param-mismatch",
+                  "oom-probe-recover"],
     "notebook": ["target-out-of-bounds", "segfault-ctypes", "numpy-memoryerror", "dl-worker-timeout",
                  "rank0-only-allgather", "slow-ckpt-write", "anomaly-detect", "ddp-mark-ready-twice",
                  "early-stopping"],

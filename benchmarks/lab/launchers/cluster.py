@@ -22,6 +22,7 @@ DESCRIBE = {
     "k8s-pods": "one process per pod as a PyTorchJob runs them (master-0 is rank 0, worker-i is rank i+1), one log per pod in kubectl logs --timestamps shape (<pod>.log)",
     "ray-train": "Ray Train TorchTrainer (gloo, CPU workers) run as python driver.py: console.log with (RayTrainWorker pid=N, ip=...) prefixes and Ray's failure summaries",
     "notebook": "a notebook whose cell runs torch.multiprocessing.start_processes(start_method='fork'), executed by jupyter nbconvert --execute --allow-errors: the executed train.ipynb (cell outputs, IPython tracebacks) and nbconvert's console.log",
+    "deepspeed": "deepspeed --num_gpus N --master_port P train.py (DeepSpeed 0.19.8's launcher with its CPU accelerator; the script inits gloo itself): console.log with the launcher's [launch.py] lines and sigkill_handler's ending",
     "loguru": "torchrun without tee; the script logs with loguru (default stderr sink + logs/rank<N>.log): console.log and per-rank files",
     "structlog-json": "torchrun without tee; the script logs with structlog's JSONRenderer (dict_tracebacks) to stdout: console.log of JSON lines",
     "structlog-console": "torchrun --tee 3 --log-dir tlogs; the script logs with structlog's ConsoleRenderer: console.log with [defaultN]: prefixes + tlogs",
@@ -47,6 +48,10 @@ def draw(rng: random.Random, launcher: str, ws: int) -> dict:
         return {"extra_limit": 60}  # ray.init starts GCS, raylet and workers first
     if launcher == "notebook":
         return {"extra_limit": 20}
+    if launcher == "deepspeed":
+        return {"extra_limit": 30}  # the runner and the launcher each import deepspeed first
+    if launcher == "absl":
+        return {"absl_handler": rng.random() < 0.5}
     if launcher == "k8s-pods":
         return {"podjob": "train-" + "".join(rng.choice("abcdefghjkmnpqrstuvwxz23456789") for _ in range(5))}
     return {}
@@ -90,6 +95,9 @@ def command(launcher: str, ws: int, script: str, case: str, params: dict, port: 
         return [py, driver, str(ws), script], "console.log", {}
     if launcher == "notebook":
         return [py, os.path.join(HERE, "notebook_run.py"), str(ws), script, case, str(port)], "console.log", {}
+    if launcher == "deepspeed":
+        return [os.path.join(venv, "bin", "deepspeed"), "--num_gpus", str(ws), "--master_port", str(port), script], \
+            "console.log", {}
     if launcher in ("loguru", "structlog-json", "absl"):
         return torchrun + [script], "console.log", {}
     if launcher == "structlog-console":

@@ -22,14 +22,14 @@ class _Adapter:
         self._exception(msg)
 
 
-def make(style: str, rank: int, out: str) -> _Adapter | None:
+def make(style: str, rank: int, out: str, params: dict | None = None) -> _Adapter | None:
     """The adapter for a third-party log style, or None when style is not one."""
     if style == "loguru":
         return _loguru(rank, out)
     if style in ("structlog-json", "structlog-console"):
         return _structlog(rank, style == "structlog-json")
     if style == "absl":
-        return _absl()
+        return _absl(bool((params or {}).get("absl_handler")))
     return None
 
 
@@ -59,9 +59,12 @@ def _structlog(rank: int, as_json: bool) -> _Adapter:
                     lambda m: log.exception(m))
 
 
-def _absl() -> _Adapter:
+def _absl(own_handler: bool) -> _Adapter:
     from absl import logging as alog
     alog.set_verbosity(alog.INFO)
+    if own_handler:  # what absl.app.run installs: `I1128 20:26:01.123456 140234 train.py:28] msg` on stderr
+        alog.use_absl_handler()
+    # (without it absl goes through the root logger's last-resort/basic handler: `INFO:absl:msg`)
     # absl names the calling file:line; skip the wrapper frames so it names the training script's line
     here = os.path.dirname(os.path.abspath(__file__))
     for fn in ("<lambda>", "log", "exception"):

@@ -71,7 +71,7 @@ class Lab:
     # ---- logging in the run's style ----
     def _make_logger(self) -> logging.Logger:
         import logstyles  # noqa: PLC0415  (third-party log libraries: only the runs that use them import them)
-        third = logstyles.make(self.style, self.rank, self.out)
+        third = logstyles.make(self.style, self.rank, self.out, self.p)
         if third is not None:
             return third
         lg = logging.getLogger("train")

@@ -1,0 +1,125 @@
+"""Launcher shapes the fault lab added (issue 30): Ray Train's actor prefixes, mpirun's endings, an executed notebook's
+outputs and mp.spawn's child traceback printed by the parent. Every input is a real lab run's output."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from parsers import actor_ranks, formats, notebook, spawn_block
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CASES = os.path.join(ROOT, "benchmarks", "lab", "cases")
+RAY = os.path.join(CASES, "rank_crash__keyerror-bad-record-ray-train-2r-1")
+NOTEBOOK = os.path.join(CASES, "rank_crash__target-out-of-bounds-notebook-5r-1")
+MPI_SEGV = os.path.join(CASES, "rank_crash__segfault-ctypes-mpirun-tagged-4r-1")
+MPI_ABORT = os.path.join(CASES, "rank_crash__abort-mpirun-plain-4r-1")
+MPI_EXIT = os.path.join(CASES, "host_oom__numpy-memoryerror-mpirun-tagged-4r-1")
+
+
+def _lines(path: str) -> list[str]:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read().splitlines()
+
+
+def _expect(case: str) -> dict:
+    return json.load(open(os.path.join(case, "case.json")))["expect"]
+
+
+def _verdict(case: str):
+    import postmortem
+    return postmortem.analyze(case, quiet=True)
+
+
+# ---- Ray Train: (RayTrainWorker pid=P, ip=A) prefixes and the worker group's pid -> world_rank listing
+def test_ray_listing_maps_worker_pids_to_ranks():
+    lines = _lines(os.path.join(RAY, "console.log"))
+    listing = [ln for ln in lines if "world_rank=" in ln]
+    assert listing, "the real Ray log lists its workers"
+    ar = actor_ranks.ActorRanks(lines[:200])
+    pids = {int(ln.rsplit("pid=", 1)[1].split(")")[0]) for ln in listing}
+    assert set(ar.ranks) == pids and sorted(ar.ranks.values()) == [0, 1]
+    worker = next(ln for ln in lines if "(RayTrainWorker pid=" in ln and "KeyError" in ln)
+    assert ar.rank_of(worker) == 0
+    controller = next(ln for ln in lines if "(TrainController pid=" in ln)
+    assert ar.rank_of(controller) is None  # the controller is no worker
+
+
+def test_ray_scheme_is_off_for_logs_without_actor_prefixes():
+    plain = _lines(os.path.join(MPI_SEGV, "console.log"))
+    assert actor_ranks.scheme_for(plain[:400]) is None
+
+
+def test_ray_worker_traceback_is_ranked_and_named_culprit():
+    a = _verdict(RAY)
+    tb = a.tables.tracebacks
+    assert ((tb["exc_type"] == "KeyError") & (tb["rank"] == 0)).any()
+    assert a.verdict.category in _expect(RAY)["categories"]
+    assert list(a.verdict.culprit_ranks) == _expect(RAY)["culprit_ranks"]
+
+
+# ---- Open MPI's mpirun endings
+@pytest.mark.parametrize("case,rank,signal", [(MPI_SEGV, "2", "11"), (MPI_ABORT, "2", "6")])
+def test_mpirun_noticed_line_names_rank_and_signal(case, rank, signal):
+    line = next(ln for ln in _lines(os.path.join(case, "console.log")) if ln.startswith("mpirun noticed"))
+    hits = [(f, m) for f, m in formats.match_line(line) if f.name == "mpirun-noticed-signal"]
+    assert hits
+    d = hits[0][0].groupdict(hits[0][1])
+    assert d["task"] == rank and d["mpi_signal"] == signal
+
+
+def test_mpirun_first_nonzero_process_line():
+    line = next(ln for ln in _lines(os.path.join(MPI_EXIT, "console.log")) if "Process name:" in ln)
+    hits = [(f, m) for f, m in formats.match_line(line) if f.name == "mpirun-first-nonzero"]
+    assert hits and hits[0][0].groupdict(hits[0][1])["task"] == "0"
+    assert not [f for f, _ in formats.match_line("  Process name: worker") if f.name == "mpirun-first-nonzero"]
+
+
+@pytest.mark.parametrize("case", [MPI_SEGV, MPI_ABORT])
+def test_mpirun_signal_end_names_the_culprit(case):
+    a = _verdict(case)
+    assert a.verdict.category in _expect(case)["categories"]
+    assert list(a.verdict.culprit_ranks) == _expect(case)["culprit_ranks"]
+
+
+# ---- executed notebooks
+def test_notebook_text_has_the_outputs_without_escapes():
+    nb = json.load(open(os.path.join(NOTEBOOK, "train.ipynb")))
+    raw = json.dumps(nb)
+    assert "\\u001b[" in raw  # IPython coloured the real traceback
+    text = notebook.notebook_text(nb)
+    assert "\x1b" not in text
+    assert "IndexError: Target 5 is out of bounds." in text
+    assert "-- Process 4 terminated with the following error:" in text
+    assert "[rank 3] step 1/16" in text  # the children's stream output
+
+
+def test_notebook_text_skips_what_is_not_nbformat():
+    assert notebook.notebook_text({"cells": [1, {"outputs": ["x", {"output_type": "stream", "text": 5}]}]}) == ""
+    assert notebook.notebook_text([]) == ""
+
+
+def test_notebook_is_discovered_and_read():
+    from postmortem.discover import discover
+    kinds = {s.source: s.kind for s in discover(NOTEBOOK)}
+    assert kinds["train.ipynb"] == "notebook"
+    a = _verdict(NOTEBOOK)
+    assert a.verdict.category in _expect(NOTEBOOK)["categories"]
+    assert list(a.verdict.culprit_ranks) == _expect(NOTEBOOK)["culprit_ranks"]
+
+
+# ---- mp.spawn's child traceback inside the parent's ProcessRaisedException
+def test_spawn_block_gives_the_child_traceback_its_index():
+    text = notebook.notebook_text(json.load(open(os.path.join(NOTEBOOK, "train.ipynb"))))
+    lines = text.splitlines()
+    start = lines.index("-- Process 4 terminated with the following error:")
+    sb = spawn_block.SpawnBlock()
+    ranks = [sb.rank_for(ln, None) for ln in lines[start:]]
+    exc = next(i for i, ln in enumerate(lines[start:]) if ln.startswith("IndexError"))
+    assert ranks[1:exc + 1] == [4] * exc  # the header's index, down to the exception line
+    assert all(r is None for r in ranks[exc + 1:])  # and nothing after it
+    assert sb.rank_for("[rank 2] step 3", 2) == 2  # a line's own rank wins
+    sb2 = spawn_block.SpawnBlock()
+    sb2.rank_for("-- Process 1 terminated with the following error:", None)
+    assert sb2.rank_for("some other line", None) is None  # not followed by a traceback: no block
