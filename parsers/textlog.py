@@ -12,7 +12,7 @@ import regex
 from parsers import formats as fmts
 from parsers import prefilter
 from parsers.base import ParseResult, register
-from parsers import actor_ranks, embedded, learned_prefix, spawn_block
+from parsers import actor_ranks, embedded, learned_prefix, rich_wrap, spawn_block
 from parsers.prefixes import strip_prefixes
 from parsers.steps import parse_step
 from postmortem import textio
@@ -268,11 +268,16 @@ class _TracebackCollector:
         self.per_signature: dict = {}  # (exc_type, user frame) -> tracebacks seen
         self.tail: dict = {}           # signature -> the last traceback beyond the cap (added at finish)
         self.dropped = 0
+        self.prev: dict = {}           # stream key -> first character of its previous line
+        self.wrapped: dict = {}        # stream key -> [row, lines taken]: a rich-wrapped exception message
 
     def feed(self, key, lineno: int, message: str, ctx: dict) -> bool:
         """Consume a line if it belongs to a traceback; True when consumed."""
         tb = self.open.get(key)
         stripped = message.strip()
+        prev, self.prev[key] = self.prev.get(key), stripped[:1]
+        if key in self.wrapped and rich_wrap.continues(self.wrapped, key, stripped):
+            return False  # (the message's lines are also scanned for events)
         if stripped == "Traceback (most recent call last):":
             if tb:
                 self._close(key, None, None)
@@ -314,7 +319,8 @@ class _TracebackCollector:
         if em and not em.group("type").endswith("Warning") and (em.group("msg") is not None):
             # A bare exception line with no traceback (an excerpt, or a C++-raised error printed alone).
             self.open[key] = self._new(lineno, ctx, key)
-            self._close(key, em.group("type"), em.group("msg"), lineno)
+            row = self._close(key, em.group("type"), em.group("msg"), lineno)
+            rich_wrap.maybe_wrapped(self.wrapped, key, prev, em.group("msg"), row)
         return False
 
     def _new(self, lineno: int, ctx: dict, key) -> dict:
@@ -343,10 +349,11 @@ class _TracebackCollector:
                 self.dropped += 1
             if sig in self.tail or len(self.tail) < MAX_TRACEBACKS:
                 self.tail[sig] = row
-            return
+            return row
         self.result.add("tracebacks", row)
         self.last_closed[key] = self.count
         self.count += 1
+        return row
 
     def finish(self) -> None:
         for key in list(self.open):

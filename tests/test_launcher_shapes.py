@@ -123,3 +123,72 @@ def test_spawn_block_gives_the_child_traceback_its_index():
     sb2 = spawn_block.SpawnBlock()
     sb2.rank_for("-- Process 1 terminated with the following error:", None)
     assert sb2.rank_for("some other line", None) is None  # not followed by a traceback: no block
+
+
+# ---- rich's wrapped exception message (structlog's ConsoleRenderer tracebacks)
+RICH = os.path.join(CASES, "host_oom__numpy-memoryerror-structlog-console-3r-1")
+
+
+def _rich_lines() -> list[str]:
+    import glob
+    path = glob.glob(os.path.join(RICH, "tlogs", "*", "attempt_0", "0", "stdout.log"))[0]
+    return _lines(path)
+
+
+def test_rich_wrapped_message_is_taken_from_the_following_lines():
+    from parsers import rich_wrap
+    lines = _rich_lines()
+    i = lines.index("RuntimeError: ")
+    assert lines[i - 1].startswith("╰")  # rich closed its frame box right before the exception line
+    pending, row = {}, {"exc_message": ""}
+    rich_wrap.maybe_wrapped(pending, 0, lines[i - 1][:1], "", row)
+    for ln in lines[i + 1:]:
+        if not rich_wrap.continues(pending, 0, ln.strip()):
+            break
+    assert "Connection closed by peer" in row["exc_message"] and "GLHF" in row["exc_message"]
+    assert 0 not in pending
+    # a plain `Exc: ` line not after a rich box takes nothing
+    pending2 = {}
+    rich_wrap.maybe_wrapped(pending2, 0, "[", "", {"exc_message": ""})
+    assert not pending2
+
+
+def test_rich_traceback_of_a_peer_is_a_cascade_and_the_culprit_is_found():
+    a = _verdict(RICH)
+    tb = a.tables.tracebacks
+    rich_rows = tb[(tb["exc_type"] == "RuntimeError") & tb["exc_message"].str.contains("Connection closed by peer")]
+    assert len(rich_rows)
+    assert list(a.verdict.culprit_ranks) == _expect(RICH)["culprit_ranks"]
+
+
+# ---- mpirun's `exited on signal 9 (Killed)` is a SIGKILL like torchrun's exitcode -9
+def test_mpirun_signal_9_reads_as_sigkill():
+    from postmortem.ends import exit_code
+    case = os.path.join(CASES, "host_oom__watchdog-sigkill-mpirun-plain-3r-1")
+    line = next(ln for ln in _lines(os.path.join(case, "console.log")) if ln.startswith("mpirun noticed"))
+    f, m = next((f, m) for f, m in formats.match_line(line) if f.name == "mpirun-noticed-signal")
+    assert exit_code(f.groupdict(m)) == -9
+    a = _verdict(case)
+    assert a.verdict.category in _expect(case)["categories"]
+    assert list(a.verdict.culprit_ranks) == _expect(case)["culprit_ranks"]
+
+
+# ---- DDP's shape check: every other rank reports a mismatch with process 0, so process 0 is the odd one
+def test_every_rank_but_the_reference_reporting_a_mismatch_names_the_reference():
+    case = os.path.join(CASES, "ddp_usage_error__ddp-param-mismatch-torchrun-multinode-3r-1")
+    reports = [ln for f in ("node0.log", "node1.log") for ln in _lines(os.path.join(case, f))
+               if "appears not to match" in ln]
+    assert {ln.split("RuntimeError: ", 1)[1][:3] for ln in reports} == {"[1]", "[2]"}  # ranks 1, 2 report, not 0
+    a = _verdict(case)
+    assert list(a.verdict.culprit_ranks) == _expect(case)["culprit_ranks"] == [0]
+
+
+# ---- `%(asctime)s %(levelname)s rank N: msg`: the level no longer hides the rank
+def test_a_level_word_before_rank_n_keeps_the_rank():
+    from parsers.textlog import message_rank
+    case = os.path.join(CASES, "barrier_skew__rank0-only-barrier-torchrun-multinode-3r-1")
+    line = next(ln for ln in _lines(os.path.join(case, "node1.log")) if " INFO rank 2: step" in ln)
+    from parsers.prefixes import strip_prefixes
+    msg, info = strip_prefixes(line)
+    assert msg.startswith("INFO rank 2:") and message_rank(msg) == 2
+    assert message_rank("INFO the rank 2: x") is None and message_rank("INFO - rank 3: x") is None
