@@ -25,9 +25,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from parsers import base, prefilter  # noqa: E402
-from postmortem import discover as disc  # noqa: E402
-from postmortem import textio  # noqa: E402
+from postmortem.parsers import base, prefilter  # noqa: E402
+from postmortem.ingest import discover as disc  # noqa: E402
+from postmortem.ingest import textio  # noqa: E402
 
 
 class _CountingScanner:
@@ -96,7 +96,7 @@ class _Replay:
 
 def time_cascade(sources, kinds, limit: int, repeats: int) -> list[dict]:
     """Per text kind: parse_textlog's time on pre-recorded handed-over lines (scanner excluded), us per line."""
-    from parsers import textlog
+    from postmortem.parsers import textlog
     by_kind = collections.defaultdict(list)
     for s in sources:
         if not s.problem and textlog.parse_textlog in base._REGISTRY.get(s.kind, []):

@@ -14,7 +14,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from postmortem import schema, stacks  # noqa: E402
+from postmortem.tables import schema
+from postmortem import stacks  # noqa: E402
 
 _TRAIN = [("<module>", "train.py", 210), ("main", "train.py", 198), ("fit", "lightning/pytorch/trainer/trainer.py", 544),
           ("_run", "lightning/pytorch/trainer/trainer.py", 987), ("run", "lightning/pytorch/loops/fit_loop.py", 205),
@@ -91,8 +92,8 @@ def main() -> None:
     print(f"  merge_stacks(threads=all):   {t3 - t2:7.3f} s  classes={len(merged_all.classes)}")
 
     if args.parse:
-        from parsers.pyspy import parse_pyspy_text
-        from postmortem.discover import Source
+        from postmortem.parsers.pyspy import parse_pyspy_text
+        from postmortem.ingest.discover import Source
         with tempfile.TemporaryDirectory() as tmp:
             per_rank: dict[int, list[dict]] = {}
             for r in rows:

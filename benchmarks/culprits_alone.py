@@ -1,7 +1,7 @@
 """How many exact culprits the ranks' ends and odd lines name alone, before any category rule (issue 22's measure).
 
 usage: python benchmarks/culprits_alone.py CASES_DIR [CASES_DIR ...]   (V=1 lists every case)
-For each case whose case.json expects culprit_ranks, analyze it and compare `postmortem.culprits.find_culprits`
+For each case whose case.json expects culprit_ranks, analyze it and compare `postmortem.ranks.culprits.find_culprits`
 (the end-state asymmetry and odd lines, stored in tables.meta["culprits"]) with the expected set; prints the count
 per directory and which mechanism named the right ones.
 """
@@ -13,7 +13,7 @@ import os
 import sys
 
 import postmortem
-from postmortem.culprits import find_culprits
+from postmortem.ranks.culprits import find_culprits
 
 
 def run(root: str):

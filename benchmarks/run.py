@@ -53,7 +53,7 @@ GREP8 = ["Traceback", "Error", "out of memory", "Watchdog caught", "NCCL WARN", 
 
 def trigger_set() -> list[str]:
     """The analyzer's error triggers: the literals its prefilter looks for in every byte to find event lines."""
-    from parsers import textlog
+    from postmortem.parsers import textlog
     trig = textlog._prefilter_triggers()
     words = set(trig.pattern_text)
     for w in textlog.LINE_TRIGGERS_NOCASE:
@@ -63,7 +63,7 @@ def trigger_set() -> list[str]:
 
 def wide_trigger_set() -> list[str]:
     """The error triggers plus the progress/step words (the set earlier versions of this benchmark grepped for)."""
-    from parsers import textlog
+    from postmortem.parsers import textlog
     words = set(trigger_set())
     for w in textlog.STEP_TRIGGERS_NOCASE:
         words.update({w, w.capitalize(), w.upper()})

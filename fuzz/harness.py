@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from parsers.base import ParseResult, parse_source, registered_kinds
-from postmortem import schema
-from postmortem.discover import KINDS, Source, discover
+from postmortem.parsers.base import ParseResult, parse_source, registered_kinds
+from postmortem.tables import schema
+from postmortem.ingest.discover import KINDS, Source, discover
 
 # File names that steer path hints (rank, attempt, host/pid) and kind sniffing, per kind.
 NAMES: dict[str, list[str]] = {

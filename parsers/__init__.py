@@ -1,4 +1,4 @@
 """Parsers: one module per input kind; each turns a discovered source into rows for the tables."""
 from __future__ import annotations
 
-from parsers.base import ParseResult, parse_source, register, registered_kinds  # noqa: F401
+from postmortem.parsers.base import ParseResult, parse_source, register, registered_kinds  # noqa: F401

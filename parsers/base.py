@@ -5,9 +5,9 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
-from postmortem import textio
-from postmortem.discover import Source
-from postmortem.columns import Columns, share_text, to_columns
+from postmortem.ingest import textio
+from postmortem.ingest.discover import Source
+from postmortem.tables.columns import Columns, share_text, to_columns
 
 
 @dataclass
@@ -81,9 +81,9 @@ def _load_builtin() -> None:
         return
     _LOADED = True
     import importlib
-    for mod in ("parsers.textlog", "parsers.pyspy", "parsers.nvidia_smi", "parsers.torchrun_error",
-                "parsers.flight_recorder", "parsers.dmesg", "parsers.stackdump", "parsers.nccl", "parsers.collect_manifest",
-                "parsers.host_memory", "parsers.embedded", "parsers.notebook"):
+    for name in ("textlog", "pyspy", "nvidia_smi", "torchrun_error", "flight_recorder", "dmesg", "stackdump", "nccl",
+                 "collect_manifest", "host_memory", "embedded", "dumps_in_logs", "notebook"):
+        mod = f"postmortem.parsers.{name}"
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:
@@ -98,8 +98,9 @@ def preload() -> None:
     its parser processes, so that each of them does not pay for it again (~0.15 CPU-s each)."""
     _load_builtin()
     try:
-        from parsers import textlog
-        textlog.warm()
+        # the registry knows its parsers by name only (they import it: a static import back would be a cycle)
+        import importlib
+        importlib.import_module("postmortem.parsers.textlog").warm()
     except Exception:  # noqa: BLE001 - the workers build the same state again and report a failure there
         pass
 

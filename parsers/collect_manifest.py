@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import json
 
-from parsers.base import ParseResult, register
-from postmortem import textio
-from postmortem.discover import Source
+from postmortem.parsers.base import ParseResult, register
+from postmortem.ingest import textio
+from postmortem.ingest.discover import Source
 
 MAX_MANIFEST = 16 * 1024 * 1024
 

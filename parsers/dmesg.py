@@ -1,6 +1,6 @@
 """Kernel logs (dmesg, journalctl -k, syslog/kern.log): OOM-killer kills, Xid/SXid, ECC, PCIe AER and NVLink faults.
 
-parsers.textlog already turns single OOM/Xid lines into `host_oom`/`gpu_hw` events; this parser adds what one line
+postmortem.parsers.textlog already turns single OOM/Xid lines into `host_oom`/`gpu_hw` events; this parser adds what one line
 alone cannot give: every timestamp prefix (FORMATS.md §3.3) as `ts` or an `uptime_s` attr, lines re-joined where a
 terminal wrapped them, OOM kills with the invoking task, constraint and cgroup limit read from the lines around
 them, Xid meanings, and multi-line "fallen off the bus" reports. Its rows use their own kinds (`kernel_oom_kill`,
@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
-from parsers.base import ParseResult, register
-from parsers.xid import xid_info
-from postmortem import textio
-from postmortem.discover import Source
-from postmortem.joins import normalize_bus_id
+from postmortem.parsers.base import ParseResult, register
+from postmortem.parsers.xid import xid_info
+from postmortem.ingest import textio
+from postmortem.ingest.discover import Source
+from postmortem.tables.joins import normalize_bus_id
 
 MAX_EVENTS_PER_KIND = 5000
 MAX_MESSAGE_CHARS = 4096     # kernel records are < 1 KiB; longer lines are junk or hostile

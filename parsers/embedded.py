@@ -7,15 +7,16 @@ markers; in the others the line parser meets the marker lines (they are
 triggers of the whole-file scan, so ordinary logs pay nothing) and calls `read_dumps`. Only then is the file read
 again by the dump's own parser, and only that parser's structured rows (GPU rows, stacks, memory samples) are kept:
 the log's lines stay the line parser's.
+
+This module finds the dumps (no parser imported); postmortem.parsers.dumps_in_logs reads them.
 """
 from __future__ import annotations
 
 import re
 
-from parsers import prefilter
-from parsers.base import ParseResult, register
-from postmortem import textio
-from postmortem.discover import Source
+from postmortem.parsers import prefilter
+from postmortem.ingest import textio
+from postmortem.ingest.discover import Source
 
 SMALL = prefilter.EXACT_JOB_BYTES  # the most a file read whole exactly (its share of the exact budget) can hold
 # (a literal every marker line holds: a trigger of the line parser too, the marker regex, the dump kind)
@@ -25,7 +26,7 @@ MARKERS = [
     ("Mem: ", re.compile(r"^(?:\S+ ){0,2}Mem: +\d+ +\d+ +\d+"), "host_memory"),
     ("Thread ", re.compile(r"^(?:\S+ ){0,3}Thread (?:0x[0-9A-Fa-f]+|\d+) \((?:idle|active|gil)"), "pyspy"),
     # faulthandler's `Current thread 0x... (most recent call first):`, not the `Exception raised from X at f.cpp:N
-    # (most recent call first):` of every C++ error's backtrace (big logs only: parsers.stackdump reads small ones)
+    # (most recent call first):` of every C++ error's backtrace (big logs only: postmortem.parsers.stackdump reads small ones)
     ("(most recent call first):", re.compile(r"^(?:\S+ ){0,3}(?:(?:Current thread|Thread) 0x[0-9a-fA-F]+(?: \[[^\]]*\])?"
                                              r"|Stack|Traceback|Current thread's C stack trace) \(most recent call first\):$"),
      "faulthandler"),
@@ -34,8 +35,6 @@ _SMALL_ONLY_ELSEWHERE = {"faulthandler"}
 # py-spy frames pasted without their header: two `func (file.py:N)` lines in a row (small files only: such
 # excerpts are pasted, and `.py:` is on every warning line of a big log)
 _HEADLESS = re.compile(rb"\.pyx?:\d+\)[ \t]*(?:#[^\n]*)?\n[ \t]*[\w.<>]+ +\([\w./<> -]+\.pyx?:\d+\)[ \t]*(?:#[^\n]*)?\n")
-_KEEP = {"nvidia_smi": ("gpu",), "stack_dump": ("stacks",), "host_memory": ("events",), "pyspy": ("stacks",),
-         "faulthandler": ("stacks",)}
 
 
 def marker_kind(line: str) -> str | None:
@@ -46,7 +45,7 @@ def marker_kind(line: str) -> str | None:
     return None
 
 
-def _kinds_in_small(path: str) -> list[str]:
+def kinds_in_small(path: str) -> list[str]:
     try:
         data = textio.read_bounded(path, SMALL + 1)
     except (OSError, textio.InputProblem):
@@ -66,35 +65,7 @@ def _kinds_in_small(path: str) -> list[str]:
     return found
 
 
-def read_dumps(source: Source, kinds) -> ParseResult:
-    """Rows of the given dump kinds in a log file, each read by that dump's own parser."""
-    from parsers.host_memory import parse_host_memory
-    from parsers.nvidia_smi import parse_nvidia_smi
-    from parsers.pyspy import parse_pyspy_text
-    from parsers.stackdump import parse_faulthandler_dumps, parse_stack_dump
-    parsers = {"nvidia_smi": parse_nvidia_smi, "stack_dump": parse_stack_dump, "host_memory": parse_host_memory,
-               "pyspy": parse_pyspy_text, "faulthandler": parse_faulthandler_dumps}
-    result = ParseResult()
-    for kind in dict.fromkeys(kinds):
-        sub = parsers[kind](source)
-        for table in _KEEP[kind]:
-            for row in sub.rows.get(table, []):
-                if table == "events" and row.get("kind") != "host_mem":
-                    continue
-                result.add(table, row)
-    return result
-
-
 def read_by_line_parser(source: Source) -> bool:
     """True when the dumps inside this log are found by the line parser's triggers: a compressed file, or one the
     line parser does not read whole exactly (its share of the job's exact budget is smaller than the file)."""
     return bool(source.compression) or prefilter.exact_share(source.bytes, source.exact_bytes) < source.bytes
-
-
-@register("rank_log", "nccl_log", "unknown")
-def parse_embedded_dumps(source: Source) -> ParseResult:
-    """Rows of the structured dumps found inside a small log file (big ones: see the line parser)."""
-    if read_by_line_parser(source):
-        return ParseResult()
-    kinds = _kinds_in_small(source.path)
-    return read_dumps(source, kinds) if kinds else ParseResult()

@@ -15,11 +15,11 @@ import ast
 import re
 from datetime import datetime, timezone
 
-from parsers.base import ParseResult, register
-from parsers.safeload import UnsafeInput, loads_json, loads_pickle_restricted
-from postmortem import textio
-from postmortem.discover import Source
-from postmortem.fr_match import effective_state
+from postmortem.parsers.base import ParseResult, register
+from postmortem.parsers.safeload import UnsafeInput, loads_json, loads_pickle_restricted
+from postmortem.ingest import textio
+from postmortem.ingest.discover import Source
+from postmortem.ranks.fr_match import effective_state
 
 MAX_DUMP_BYTES = 256 * 1024 * 1024
 MAX_ENTRIES = 200_000

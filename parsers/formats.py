@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import regex
 
-from parsers import launcher_formats
-from parsers.prefixes import sample_match
+from postmortem.parsers import launcher_formats, stop_formats
+from postmortem.parsers.prefixes import sample_match
 
 # level: "error" (a failure signal), "warning", "info" (progress/context). `triggers` are cheap substrings, one of
 # which must occur in a line before the regex runs (the prefilter that keeps boring lines cheap; the bytes prefilter
@@ -47,6 +47,26 @@ FORMAT_DEFS: list[dict] = [
      "triggers": ["but didn't join collective"],
      "pattern": r"\[(?P<culprit>\d+)\] finished collective #(?P<seq>\d+), but didn't join collective #(?P<next>\d+)",
      "samples": [("    [7] finished collective #182, but didn't join collective #183 (count from 1)", {"culprit": "7", "seq": "182"})]},
+    # the library names the ranks that never arrived (postmortem/named_ranks.py): monitored_barrier on rank 0 lists
+    # the ranks that failed to pass it; TORCH_NCCL_DESYNC_DEBUG's report the lagging ranks
+    {"name": "named-absent-ranks", "kind": "named_ranks", "level": "error",
+     "triggers": ["failed to pass monitoredBarrier", "are the lagging ranks"],
+     "pattern": r"(?:Ranks? (?P<named>\d{1,7}(?:, ?\d{1,7}){0,63}) failed to pass monitoredBarrier(?: in (?P<timeout_ms>\d+) ms)?|ranks \[(?P<lagging>\d{1,7}(?:, ?\d{1,7}){0,63})\] are the lagging ranks)",
+     "samples": [("[rank0]:[E1127 04:58:48.995743661 ProcessGroupGloo.cpp:67] [Rank 0]: Ranks 3 failed to pass monitoredBarrier in 30000 ms",
+                  {"named": "3", "timeout_ms": "30000"}),
+                 ("RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier in 5000 ms", {"named": "1"}),
+                 ("RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 30000 ms", {"named": "1, 3"}),
+                 ("\t - To our best knowledge, ranks [2, 5] are the lagging ranks that caused this timeout. They never joined any collectives",
+                  {"lagging": "2, 5"})]},
+    # how much data a rank says it holds (postmortem/counts.py: the one rank whose count differs from every other's
+    # is where shapes or batch counts diverge)
+    {"name": "per-rank-count", "kind": "data_count", "level": "info",
+     "triggers": ["examples", "samples", "rows", "records", "batches", "items", "sequences", "clips", "images",
+                  "utterances", "documents"],
+     "pattern": r"(?<![\w.])(?P<count>\d{1,12}) (?:[A-Za-z_'-]{1,20} ){0,2}?(?P<unit>examples|samples|rows|records|batches|items|sequences|clips|images|utterances|documents)\b",
+     "samples": [("[rank 2] loaded 513 validation examples from data/val-00002.jsonl", {"count": "513", "unit": "examples"}),
+                 ("epoch 0: 16 batches in this rank's shard", {"count": "16", "unit": "batches"}),
+                 ("rank 1: speech shard mixed-commands-train-001: 1280 clips", {"count": "1280", "unit": "clips"})]},
     {"name": "collective-mismatch", "kind": "collective_mismatch", "level": "error",
      "triggers": ["mismatch between collectives", "inconsistent collective"],
      "pattern": r"Rank (?P<rank_a>\d+) is running (?:inconsistent )?collective: (?P<fp_a>.*?)(?:, but Rank (?P<rank_b>\d+) is running collective: (?P<fp_b>.*?))?(?:\.Collectives differ in the following aspects:\s*(?P<aspects>.*))?$",
@@ -68,6 +88,12 @@ FORMAT_DEFS: list[dict] = [
      "pattern": r"(?:\[(?P<waiter>\d+)\] is setting up NCCL communicator and retrieving ncclUniqueId from \[(?P<src>\d+)\] via c10d key-value store|Socket Timeout|store->get\('?(?P<key>[^')]*)'?\) got error|wait timeout after (?P<timeout_ms>\d+)ms|(?P<teardown>Failed to check the \"should dump\" flag on TCPStore|recvValue failed|sendBytes failed))",
      "samples": [("RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error",
                   {"waiter": "1", "src": "0"})]},
+    # a c10d client socket (the TCPStore a barrier or rendezvous waits on) that gave up after the process-group timeout
+    {"name": "c10d-socket-timeout", "kind": "store_error", "level": "error",
+     "triggers": ["waitForInput"],
+     "pattern": r"waitForInput: socket .{0,300}? timed out after (?P<timeout_ms>\d+) ?ms",
+     "samples": [("[rank1]:[W516 14:34:56.854597329 socket.cpp:489] [c10d] waitForInput: socket SocketImpl(fd=79, addr=[localhost]:41170, remote=[localhost]:29500) timed out after 1800000ms",
+                  {"timeout_ms": "1800000"})]},
     # torch.distributed's store-based barrier at process-group creation (torch <= 2.0 default, later opt-in): each
     # waiting rank reports how many of the world have arrived; printed while healthy starts wait a moment too
     {"name": "store-barrier-wait", "kind": "store_wait", "level": "info",
@@ -285,7 +311,7 @@ FORMAT_DEFS: list[dict] = [
      "triggers": ["TORCH_DISTRIBUTED_DEBUG", "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE", "NCCL_DEBUG"],
      "pattern": r"(?P<env>TORCH_DISTRIBUTED_DEBUG|TORCH_NCCL_TRACE_BUFFER_SIZE|TORCH_FR_BUFFER_SIZE|NCCL_DEBUG)\s*=\s*(?P<value>\w+)",
      "samples": [("export TORCH_DISTRIBUTED_DEBUG=DETAIL", {"env": "TORCH_DISTRIBUTED_DEBUG", "value": "DETAIL"})]},
-    # ---- job identity and versions: which job a file belongs to (postmortem.bundle keeps two jobs apart)
+    # ---- job identity and versions: which job a file belongs to (postmortem.ingest.bundle keeps two jobs apart)
     {"name": "job-identity", "kind": "job_id", "level": "info",
      "triggers": ["run_id", "rdzv-id", "rdzv_id", "SLURM_JOB", "orch version", "torch==", "torch.__version__"],
      "pattern": r"(?:^\s*run_id\s+:\s+(?P<run_id>[\w.-]{3,})\s*$|--rdzv[-_]id[= ]['\"]?(?P<rdzv_id>[\w.-]{3,})|\bSLURM_JOB_?ID\s*[=:]\s*['\"]?(?P<slurm_job>\d+)|\b(?:PyTorch|[Tt]orch) version\s*[:=]?\s*v?(?P<torch_version>\d+\.\d+(?:\.\d+)?(?:\+[\w.]+)?)\b|\btorch(?:==|\.__version__\s*[:=]\s*['\"]?)(?P<torch_pin>\d+\.\d+(?:\.\d+)?(?:\+[\w.]+)?))",
@@ -295,7 +321,7 @@ FORMAT_DEFS: list[dict] = [
                  ("PyTorch version: 2.1.0+cu121", {"torch_version": "2.1.0+cu121"}),
                  ("torch==2.13.0", {"torch_pin": "2.13.0"})]},
 ]
-
+FORMAT_DEFS += stop_formats.DEFS  # how jobs are ended from outside (parsers/stop_formats.py)
 FORMAT_DEFS += launcher_formats.DEFS  # mpirun's endings (parsers/launcher_formats.py)
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ import math
 import re
 from datetime import datetime
 
-from parsers import learned_prefix
-from parsers.base import ParseResult, register
-from postmortem import textio
-from postmortem.discover import Source
+from postmortem.parsers import learned_prefix
+from postmortem.parsers.base import ParseResult, register
+from postmortem.ingest import textio
+from postmortem.ingest.discover import Source
 
 FREE_HDR_RE = re.compile(r"^\s+total\s+used\s+free\s+shared\s+")
 VMSTAT_HDR_RE = re.compile(r"^\s*r\s+b\s+swpd\s+")

@@ -115,7 +115,7 @@ def _run(line: str) -> tuple[tuple[str, ...], list[str]]:
 @functools.lru_cache(maxsize=1)
 def _stamp_or_rank_matcher():
     """Hyperscan set of what a `ts` or `rank` token contains (None without Hyperscan)."""
-    from parsers import literal_scan
+    from postmortem.parsers import literal_scan
     if not literal_scan.available():
         return None
     return literal_scan.LiteralSet([], literals_nocase=[b"rank"], regexes=list(_DATE_OR_TIME))

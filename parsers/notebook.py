@@ -8,10 +8,10 @@ import os
 import re
 import tempfile
 
-from parsers.base import ParseResult, register
-from parsers.safeload import loads_json
-from postmortem import textio
-from postmortem.discover import Source
+from postmortem.parsers.base import ParseResult, register
+from postmortem.parsers.safeload import loads_json
+from postmortem.ingest import textio
+from postmortem.ingest.discover import Source
 
 MAX_NOTEBOOK_BYTES = 256 * 2 ** 20  # a notebook is loaded whole (JSON); bigger ones are refused with a problem
 # IPython colours its tracebacks with ANSI escapes (SGR, and cursor controls in some frontends)
@@ -56,7 +56,7 @@ def notebook_text(nb) -> str:
 @register("notebook")
 def parse_notebook(source: Source) -> ParseResult:
     """The notebook's outputs parsed as a text log (rows keep the notebook's display path)."""
-    from parsers.textlog import parse_textlog  # textlog registers itself at import; imported when first needed
+    from postmortem.parsers.textlog import parse_textlog  # textlog registers itself at import; imported when first needed
     stats = textio.ReadStats()
     nb = loads_json(textio.read_bounded(source.path, MAX_NOTEBOOK_BYTES, stats))
     text = notebook_text(nb)

@@ -14,13 +14,13 @@ import operator
 import re
 from datetime import datetime
 
-from parsers import learned_prefix
-from parsers import nvidia_smi_query as q
-from parsers.base import ParseResult, register
-from parsers.safeload import UnsafeInput, parse_xml_hardened
-from postmortem import textio
-from postmortem.discover import Source
-from postmortem.joins import normalize_bus_id
+from postmortem.parsers import learned_prefix
+from postmortem.parsers import nvidia_smi_query as q
+from postmortem.parsers.base import ParseResult, register
+from postmortem.parsers.safeload import UnsafeInput, parse_xml_hardened
+from postmortem.ingest import textio
+from postmortem.ingest.discover import Source
+from postmortem.tables.joins import normalize_bus_id
 
 MAX_XML_CHARS = 16 * 1024 * 1024  # one `-q -x` document; a real one is ~20 KB per GPU
 MAX_Q_LINES = 200_000             # one `-q` block

@@ -1,5 +1,5 @@
 """`nvidia-smi -q` (indented text) and `-q -x` (XML) into plain per-GPU dicts: memory, power, ECC, retired pages,
-remapped rows, processes. Used by parsers.nvidia_smi, which turns them into rows."""
+remapped rows, processes. Used by postmortem.parsers.nvidia_smi, which turns them into rows."""
 from __future__ import annotations
 
 import re

@@ -4,11 +4,11 @@ from __future__ import annotations
 import json
 import re
 
-from parsers import learned_prefix
-from parsers.base import ParseResult, register
+from postmortem.parsers import learned_prefix
+from postmortem.parsers.base import ParseResult, register
 from postmortem import stacks as st
-from postmortem import textio
-from postmortem.discover import Source, path_hints
+from postmortem.ingest import textio
+from postmortem.ingest.discover import Source, path_hints
 
 MAX_ROWS = 65_536            # stack rows kept per file (4,096 ranks x 16 threads)
 MAX_LOCALS = 64              # locals kept per frame

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import re
 
-from parsers import learned_prefix
-from parsers.base import ParseResult, register
-from parsers.prefixes import strip_prefixes
-from parsers.pyspy import MAX_ROWS, emit_processes
-from postmortem import textio
-from postmortem.discover import Source
+from postmortem.parsers import learned_prefix
+from postmortem.parsers.base import ParseResult, register
+from postmortem.parsers.prefixes import strip_prefixes
+from postmortem.parsers.pyspy import MAX_ROWS, emit_processes
+from postmortem.ingest import textio
+from postmortem.ingest.discover import Source
 
 MAX_FRAMES_COLLECTED = 4096
 PREFILTER = b"(most recent call first):"
@@ -408,8 +408,8 @@ def _first_hit_line(path: str) -> int | None:
 @register("rank_log")
 def parse_rank_log_faulthandler(source: Source) -> ParseResult:
     """Faulthandler dumps inside small rank logs (PYTHONFAULTHANDLER=1, dump_traceback_later). A big log is not
-    read a second time for them: its header lines are triggers of the line parser's scan (parsers.embedded)."""
-    from parsers import embedded
+    read a second time for them: its header lines are triggers of the line parser's scan (postmortem.parsers.embedded)."""
+    from postmortem.parsers import embedded
     if embedded.read_by_line_parser(source):
         return ParseResult()
     return parse_faulthandler_dumps(source)

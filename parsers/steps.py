@@ -7,12 +7,12 @@ import re
 
 import regex
 
-from parsers.formats import lower_for_literals
+from postmortem.parsers.formats import lower_for_literals
 
 TQDM_RE = regex.compile(
     r"(?:(?P<desc>[^\r|]*?):? *)?(?P<pct>\d+)%\|(?P<bar>[^|]*)\| *(?P<n>\d+)/(?P<total>\d+|\?) "
     r"\[(?P<elapsed>[\d:]+|\?)<(?P<remaining>[\d:]+|\?),\s*(?P<rate>[\d.]+|\?)\s*(?P<unit>[\w ]*?/s|s/[\w ]*?)(?:, (?P<postfix>[^\]]*))?\]")
-_TQDM_GROUPS = tuple(TQDM_RE.groupindex[k] for k in ("desc", "n", "total", "postfix", "rate", "unit"))
+_TQDM_GROUPS = tuple(TQDM_RE.groupindex[k] for k in ("desc", "n", "total", "postfix", "rate", "unit", "elapsed"))
 MEGATRON_RE = regex.compile(r"\biteration\s+(?P<step>\d+)\s*/\s*(?P<total>\d+)\s*\|(?P<rest>.*)")
 HF_DICT_RE = regex.compile(r"^\{'(?:loss|eval_loss|train_runtime|train_loss|grad_norm|learning_rate|epoch)'.*\}\s*$")
 GENERIC_STEP_RE = regex.compile(
@@ -164,15 +164,31 @@ def _hf_dict(text: str) -> dict | None:
     return d if isinstance(d, dict) else None
 
 
+def clock_seconds(text: str | None) -> float | None:
+    """tqdm's `MM:SS` or `H:MM:SS` (elapsed or remaining) in seconds; None for `?` or anything else."""
+    if not text or text == "?" or len(text) > 12:
+        return None
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts):
+        return None
+    secs = 0
+    for p in parts:
+        secs = secs * 60 + int(p)
+    return float(secs)
+
+
 def parse_step(message: str) -> dict | None:
     """A steps row (without the common columns) for a progress/step line, or None."""
     if "%|" in message:
         m = _tqdm_search(message)
         if m:
-            desc, n, total, post, rate, unit = m.group(*_TQDM_GROUPS)  # by number: the regex module's names are slow
+            desc, n, total, post, rate, unit, elapsed = m.group(*_TQDM_GROUPS)  # by number: names are slow
             desc = (desc or "").strip()
             row = {"step": int(n), "total": int(total) if total.isdigit() else None,
                    "phase": phase_of(desc), "desc": desc[:120]}
+            secs = clock_seconds(elapsed)
+            if secs is not None:
+                row["elapsed_s"] = secs
             post = post or ""
             lm = LOSS_RE.search(post) if _may_have(post, "loss") else None
             if lm:

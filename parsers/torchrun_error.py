@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
-from parsers.base import ParseResult, register
-from parsers.safeload import UnsafeInput, loads_json
-from parsers.textlog import CHAIN_RE, EXC_RE, FRAME_RE, _last_user_frame
-from postmortem import textio
-from postmortem.discover import Source
+from postmortem.parsers.base import ParseResult, register
+from postmortem.parsers.safeload import UnsafeInput, loads_json
+from postmortem.parsers.line_shapes import CHAIN_RE, EXC_RE, FRAME_RE
+from postmortem.parsers.tracebacks import _last_user_frame
+from postmortem.ingest import textio
+from postmortem.ingest.discover import Source
 
 MAX_ERROR_FILE = 4 * 1024 * 1024   # a real error.json is a few KB
 MAX_FRAMES = 200

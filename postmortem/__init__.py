@@ -1,26 +1,34 @@
 """postmortem: why did a distributed training job die or hang? Evidence from the logs it left behind.
 
-The package, in pipeline order:
-  discover      find input files, sniff their kind (textio: bounded reading)      -> Sources
-  (parsers/)    one parser per input kind                                          -> rows per table
-  tables        validated DataFrames (schema, columns), ranks resolved (bundle, joins)
-  rank_state    where every rank was when the job stopped                          -> the `ranks` table
-  rules/        pure checks over the tables and `ranks` (facts, phase: shared views) -> Findings
-  signals       failure signals and normal-end markers
-  verdict       root cause vs cascade                                              -> Verdict
-  gaps          evidence to collect next time
-  api / cli     the facade (`analyze`) and its command-line skin; (reports/) render the Analysis
-Helpers beside the pipeline: stacks/ (frame normalisation, classification, merging), fr_match (flight-recorder
-matching), fr_waits (flight-recorder culprits from the wait graph), engines (Dask), progress (terminal bar), collect/
-(the job wrapper that gathers evidence)."""
+The package, in pipeline order (docs/ARCHITECTURE.md):
+  ingest/    find input files (discover, archives), read them boundedly (textio), facts about the bundle
+  parsers/   one parser per input kind (postmortem.parsers; the folder sits at the top of the repository)
+  tables/    validated DataFrames (schema, column folding, joins), ranks resolved
+  ranks/     where every rank was and how it ended, odd lines, culprits, flight-recorder matching and waits
+  rules/     pure checks over the tables and `ranks` -> Findings
+  verdict/   root cause vs cascade, sentences, advice, failure signals, evidence gaps
+  reports/   render the Analysis: HTML, JSON, text (postmortem.reports; the folder sits at the top)
+  api / cli  the facade (`analyze`) and its command-line skin
+Beside the pipeline: catalog/ (message families from the libraries' sources), stacks/ (frames), collect/ (the job
+wrapper that gathers evidence), progress (terminal bar)."""
 from __future__ import annotations
 
+import os as _os
+
 __version__ = "0.1.0"
+
+# In a source checkout parsers/ and reports/ sit beside this folder (the owner's layout); installed, they are
+# postmortem/parsers and postmortem/reports. Let the checkout resolve postmortem.parsers / postmortem.reports the
+# same way, so PYTHONPATH=checkout runs the checkout's parsers, never another install's.
+_here = _os.path.dirname(_os.path.abspath(__file__))
+_root = _os.path.dirname(_here)
+if not _os.path.isdir(_os.path.join(_here, "parsers")) and _os.path.isfile(_os.path.join(_root, "parsers", "__init__.py")):
+    __path__.append(_root)  # noqa: F821 (a package's __path__)
 __all__ = ["Analysis", "analyze", "__version__"]
 
 
 def __getattr__(name: str):
-    # Lazy, so that parsers can import postmortem.discover without pulling the whole pipeline (and pandas).
+    # Lazy, so that parsers can import postmortem.ingest.discover without pulling the whole pipeline (and pandas).
     if name in ("Analysis", "analyze"):
         from postmortem import api
         return getattr(api, name)

@@ -9,15 +9,15 @@ from dataclasses import dataclass, field
 
 from typing import TYPE_CHECKING
 
-from postmortem import beside
-from postmortem.columns import share_text
-from postmortem import discover as discover_mod
-from postmortem.findings import Finding, Verdict
+from postmortem.ingest import beside
+from postmortem.tables.columns import share_text
+from postmortem.ingest import discover as discover_mod
+from postmortem.verdict.findings import Finding, Verdict
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from postmortem.tables import Tables
+    from postmortem.tables.build import Tables
 
 # pandas and the stages after parsing are imported while the parser processes run (see _Preload), not before.
 
@@ -37,7 +37,7 @@ class Analysis:
 
     @property
     def ranks(self):
-        """Where every rank was when the job stopped: one row per rank (columns in postmortem.rank_state)."""
+        """Where every rank was when the job stopped: one row per rank (columns in postmortem.ranks.state)."""
         return self.tables.frames.get("ranks")
 
     @property
@@ -46,42 +46,42 @@ class Analysis:
 
     def to_dict(self) -> dict:
         """The JSON contract (docs/json.md) as a dict."""
-        from reports.json_report import to_dict
+        from postmortem.reports.json_report import to_dict
         return to_dict(self)
 
     def to_json(self, indent: int | None = 2) -> str:
         """The JSON contract as a string (sorted, deterministic)."""
-        from reports.json_report import to_json
+        from postmortem.reports.json_report import to_json
         return to_json(self, indent=indent)
 
     def to_text(self, lang: str = "en") -> str:
         """The terminal summary (`lang`: "en" or "zh")."""
-        from reports.i18n import catalogue
-        from reports.text_report import render_text
+        from postmortem.reports.i18n import catalogue
+        from postmortem.reports.text_report import render_text
         catalogue(lang)  # an unknown language is a ValueError here, as for to_html
         return render_text(self, lang=lang)
 
     def to_html(self, **options) -> str:
         """The self-contained HTML report."""
         from postmortem import __version__
-        from reports.render import render_html
+        from postmortem.reports.render import render_html
         return render_html(self, **{"version": __version__, **options})
 
     @property
     def figures(self) -> "Figures":
         """The report's charts as matplotlib Figures (never shown): `a.figures["steps"]`; an attribute like
         `a.tables` and `a.findings` (`a.figures()` still works, and `a.figures(lang="zh")` labels them in Chinese)."""
-        from reports.figures import make_figures
+        from postmortem.reports.figures import make_figures
         return Figures(make_figures(self), self)
 
     def _repr_html_(self) -> str:
         from postmortem import __version__
-        from reports.render import render_html
+        from postmortem.reports.render import render_html
         return render_html(self, fragment=True, version=__version__)
 
     def __repr__(self) -> str:
         """A few lines: the verdict, the culprit, what was read and found (the tables have their own repr)."""
-        from postmortem.sentences import describe
+        from postmortem.verdict.sentences import describe
         return describe(self)
 
 
@@ -96,14 +96,14 @@ class Figures(dict):
     def __call__(self, lang: str = "en") -> "Figures":
         if lang == "en":
             return self
-        from reports.figures import make_figures
+        from postmortem.reports.figures import make_figures
         return Figures(make_figures(self._analysis, lang), self._analysis)
 
 
 def _findings_frame(self) -> "pd.DataFrame":
     """The findings as a DataFrame, one row per finding, the verdict's first (columns: docs/tables.md)."""
-    from postmortem.findings import findings_frame
-    from reports.evidence import first_time
+    from postmortem.verdict.frame import findings_frame
+    from postmortem.reports.evidence import first_time
     return findings_frame(self.finding_list, [first_time(self, f) for f in self.finding_list])
 
 
@@ -127,8 +127,8 @@ def parse_all(sources: list, jobs: int | None = None, engine: str = "local", sch
     `quiet` or stderr is not a terminal. `preload` is started once the parser processes exist (never before a fork:
     a thread inside an import at fork time would leave that import's lock held in the child)."""
     preload = preload or _Preload(enabled=False)
-    from parsers.base import parse_source_compact as parse_source
-    from parsers.textlog import share_exact_budget
+    from postmortem.parsers.base import parse_source_compact as parse_source
+    from postmortem.parsers.textlog import share_exact_budget
     share_exact_budget(sources)  # what of each file is read exactly: from the whole job, before any file is read
     from postmortem import progress as progress_mod
     total = sum(s.bytes for s in sources if not s.problem)
@@ -145,7 +145,7 @@ def parse_all(sources: list, jobs: int | None = None, engine: str = "local", sch
 
     with progress_mod.make(len(sources), total, quiet=quiet) as bar:
         if engine == "dask":
-            from postmortem.engines import dask_parse
+            from postmortem.ingest.engines import dask_parse
             preload.start()  # Dask starts its worker processes with spawn: nothing inherited
             dask_parse(sources, scheduler, progress=bar, sink=put)
             return out
@@ -156,7 +156,7 @@ def parse_all(sources: list, jobs: int | None = None, engine: str = "local", sch
                 put(i, parse_source(s))
                 bar.update(s.bytes)
             return out
-        from parsers.base import preload as preload_parsers
+        from postmortem.parsers.base import preload as preload_parsers
         preload_parsers()  # the forked workers inherit the imported parsers and compiled triggers
         # Largest files first so one big file does not finish last; chunks keep IPC small for many tiny files.
         order = sorted(range(len(sources)), key=lambda i: -sources[i].bytes)
@@ -179,8 +179,8 @@ def parse_all(sources: list, jobs: int | None = None, engine: str = "local", sch
 def _isolate(sources: list, out: list, bar, put) -> None:
     """A parser process died (killed for memory, a crash in C code): parse what is left one file per process, so
     the file that kills its process is named in its problem and every other file is still read."""
-    from parsers.base import ParseResult
-    from parsers.base import parse_source_compact as parse_source
+    from postmortem.parsers.base import ParseResult
+    from postmortem.parsers.base import parse_source_compact as parse_source
     for i, src in enumerate(sources):
         if out[i] is not None:
             continue
@@ -211,20 +211,20 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
     if parallel:
         # The tree is walked and sniffed in a forked child while this process imports the parsers and builds their
         # trigger databases, which the parser processes then inherit: the two used to run one after the other.
-        from parsers.base import preload as preload_parsers
+        from postmortem.parsers.base import preload as preload_parsers
         sources = beside.call_beside(discover_mod.discover, path, preload_parsers)
     else:
         sources = discover_mod.discover(path)
     # With parser processes, an HTML report's charts are drawn by a process forked once they are done (see
-    # reports.chart_process): matplotlib is not loaded here while they run.
+    # postmortem.reports.chart_process): matplotlib is not loaded here while they run.
     preload = _Preload(html=html, charts=not parallel)
-    from postmortem.tables_builder import TableBuilder  # no pandas: it is imported while the files are parsed
+    from postmortem.tables.fold import TableBuilder  # no pandas: it is imported while the files are parsed
     builder = TableBuilder(sources)
     # each result goes into the tables' column lists as it arrives: the parsed rows are never all held at once
     parse_all(sources, jobs=jobs, engine=engine, scheduler=scheduler, quiet=quiet, preload=preload, sink=builder.add)
     preload.join()
     if html and parallel:
-        from reports import chart_process
+        from postmortem.reports import chart_process
         chart_process.start()  # loads matplotlib on the CPU the parser processes left while the rules run here
     if plugin_paths:
         from postmortem.rules import load_plugins
@@ -232,7 +232,7 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
     tables = builder.finish()
     base_keys = None
     if baseline is not None:
-        from postmortem.odd_lines import baseline_keys
+        from postmortem.ranks.odd_lines import baseline_keys
         base_keys = baseline_keys(baseline)
     return conclude_tables(path, sources, tables, rules=rules, baseline=base_keys)
 
@@ -246,22 +246,23 @@ def _parallel_likely(path: str, jobs: int | None, engine: str) -> bool:
 
 def conclude(path: str, sources: list, results: list, rules: list[str] | None = None) -> Analysis:
     """The stages after parsing: tables -> rank state -> rules -> failure signals -> verdict -> evidence gaps."""
-    from postmortem import tables as tables_mod
+    from postmortem.tables import build as tables_mod
     return conclude_tables(path, sources, tables_mod.build(sources, results), rules=rules)
 
 
 def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = None,
                     baseline: set[int] | None = None) -> Analysis:
     """The stages after the tables: rank state -> rules -> failure signals -> verdict -> evidence gaps."""
-    from postmortem import gaps as gaps_mod
-    from postmortem import signals as signals_mod
-    from postmortem import verdict as verdict_mod
-    from postmortem.rank_state import rank_state
+    from postmortem.verdict import gaps as gaps_mod
+    from postmortem.verdict import signals as signals_mod
+    from postmortem.verdict import decide as verdict_mod
+    from postmortem.ranks.state import rank_state
     from postmortem.rules import all_rules, run_rules
-    from postmortem.attempts import first_attempt
-    from postmortem.culprits import find_culprits
-    from postmortem.odd_lines import odd_lines
-    from postmortem.schema import conform, documented_dtypes
+    from postmortem.ingest.attempts import first_attempt
+    from postmortem.ranks.culprits import find_culprits
+    from postmortem.ranks.refine import refine
+    from postmortem.ranks.odd_lines import odd_lines
+    from postmortem.tables.schema import conform, documented_dtypes
     # With restarts, the stages below see the first attempt only (the verdict is about the first failure); the
     # Analysis keeps every row.
     work, attempts = first_attempt(tables)
@@ -269,6 +270,7 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
     work.frames["ranks"] = conform(rank_state(work), documented_dtypes("ranks"))
     work.frames["odd_lines"] = odd_lines(work, baseline)  # templates a minority printed near their end
     work.meta["culprits"] = find_culprits(work.frames["ranks"], work.frames["odd_lines"])  # end-state asymmetry
+    work.meta["culprits"] = refine(work.meta["culprits"], work)  # what the library and the ranks' sequences say
     work.meta["attempts"] = attempts
     selected = all_rules()
     if rules:
@@ -308,10 +310,10 @@ def _mark_roles(ranks, verdict, findings) -> None:
 
 
 def explain(verdict: Verdict | None, findings: list[Finding], tables, sources: list | None = None) -> None:
-    """Fill the verdict's why, fix and evidence from its root mechanism (postmortem.advice), and say so when nothing
+    """Fill the verdict's why, fix and evidence from its root mechanism (postmortem.verdict.advice), and say so when nothing
     in the input looks like a training job's output. Category, culprits and confidence stay as decided."""
-    from postmortem import advice as advice_mod
-    from postmortem import recognised
+    from postmortem.verdict import advice as advice_mod
+    from postmortem.ingest import recognised
     if verdict is None:
         return
     adv = advice_mod.advise(findings, tables.frames.get("ranks"), tables.steps)
@@ -349,13 +351,13 @@ class _Preload:
     @staticmethod
     def _run(html: bool, charts: bool) -> None:
         try:
-            import postmortem.gaps  # noqa: F401
+            import postmortem.verdict.gaps  # noqa: F401
             import postmortem.rules
-            import postmortem.tables  # noqa: F401
-            import postmortem.verdict  # noqa: F401
+            import postmortem.tables.build  # noqa: F401
+            import postmortem.verdict.decide  # noqa: F401
             postmortem.rules.all_rules()
             if html:
-                from reports.render import warm_up
+                from postmortem.reports.render import warm_up
                 warm_up(charts=charts)
         except Exception:  # noqa: BLE001 - the same imports run again in the main thread and raise there
             pass

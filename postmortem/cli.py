@@ -187,7 +187,7 @@ def _collect(args) -> int:
 
 def _analyze(args) -> int:
     from postmortem.api import analyze
-    from postmortem.engines import EngineError
+    from postmortem.ingest.engines import EngineError
     from postmortem.rules import all_rules
     for what in (args.path, args.baseline):
         if what is not None and not os.path.exists(what):

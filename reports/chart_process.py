@@ -7,7 +7,7 @@ the parser processes are done, when this process has pandas loaded and no other 
 the CPU they left while this process builds the tables and runs the rules on the other. Once the verdict is known
 the charts' models are sent over, and the child draws them while this process builds the rest of the report. When
 the child is not loaded in time, fails or dies, the charts are drawn in the report's process: the same bytes
-either way, as the child is a copy of it and both run reports.figures.chart_uris.
+either way, as the child is a copy of it and both run postmortem.reports.figures.chart_uris.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import os
 import signal
 import threading
 
-from postmortem import beside
+from postmortem.ingest import beside
 
 LOAD_WAIT_S = 5.0    # how long a report waits for a child still loading matplotlib (a cold disk: seconds)
 DRAW_WAIT_S = 60.0   # a loaded child that sends no charts in this long is given up (drawn here instead)
@@ -64,7 +64,7 @@ class PendingCharts:
     def result(self) -> dict:
         uris = self._proc.receive() if self._proc is not None else None
         if uris is None:
-            from reports.figures import chart_uris
+            from postmortem.reports.figures import chart_uris
             uris = chart_uris(*self._args)
         return uris
 
@@ -134,7 +134,7 @@ def _serve(conn) -> None:
     reader.join()  # no other thread when the timeline is drawn in a fork of this process
     if not loaded or not got:
         return
-    from reports.figures import chart_uris
+    from postmortem.reports.figures import chart_uris
     try:
         uris = chart_uris(*got[0])
     except Exception:  # noqa: BLE001 - the report draws them itself and raises what it raises
@@ -157,7 +157,7 @@ def _read_request(conn, got: list) -> None:
 def _load() -> bool:
     """Import matplotlib and what the charts use, and draw a few letters (the Agg canvas, the font faces)."""
     try:
-        from reports import figures
+        from postmortem.reports import figures
         figures.warm_up()
         return True
     except Exception:  # noqa: BLE001 - the report draws its charts itself then

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from postmortem import textio
+from postmortem.ingest import textio
 
 MAX_TRACEBACK_LINES = 400     # a traceback longer than this is shown with its usual context
 MAX_THREAD_LINES = 60         # lines of one py-spy thread read

@@ -1,7 +1,7 @@
 """Context lines around cited evidence: one bounded streaming pass per file, stopping after the last line needed."""
 from __future__ import annotations
 
-from postmortem import textio
+from postmortem.ingest import textio
 
 MAX_SCAN_LINES = 2_000_000   # a cited line deeper than this in its file is shown without context (keeps renders fast)
 MAX_SHOWN_CHARS = 500        # context lines are cut here; the cited text itself comes from the finding
@@ -61,7 +61,7 @@ def _cut(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
 def unique_evidence(evidence: list, paths: dict[str, str]) -> list:
     """Cited lines once each (by file and line, or by text when the line is unknown), blank citations filled from
     their file or dropped: what the terminal and the HTML report show."""
-    from postmortem.findings import Evidence
+    from postmortem.verdict.findings import Evidence
     seen: set = set()
     out, blank = [], {}
     for e in evidence:

@@ -11,9 +11,9 @@ from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from postmortem import beside
-from reports import i18n
-from reports.sections import MAX_LABELLED, gpu_culprits
+from postmortem.ingest import beside
+from postmortem.reports import i18n
+from postmortem.reports.sections import MAX_LABELLED, gpu_culprits
 
 ROLE_COLOURS = {"culprit": "#c0392b", "affected": "#e39b2d", "other": "#7f8c8d", "unattributed": "#b8c0c8"}
 ERROR_COLOUR = "#c0392b"
@@ -30,8 +30,8 @@ CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "WenQuanYi 
 
 def make_figures(analysis, lang: str = "en") -> dict:
     """Name -> matplotlib Figure for the report's charts (timeline, steps, gpu_memory; only those with data)."""
-    from reports import ranks as ranks_mod
-    from reports import sections
+    from postmortem.reports import ranks as ranks_mod
+    from postmortem.reports import sections
     model = ranks_mod.build(analysis)
     gm = sections.gpu_model(analysis.tables.gpu, analysis.tables.events)
     out = {}
@@ -70,9 +70,9 @@ def timeline_and_steps(model, lang: str = "en", width: float = WIDE_IN) -> tuple
 
 
 def chart_uris(model, gm, culprits: dict, lang: str = "en") -> dict:
-    """Data URIs of the report's charts from their models (reports.ranks, sections.gpu_model): name -> URI or None
+    """Data URIs of the report's charts from their models (postmortem.reports.ranks, sections.gpu_model): name -> URI or None
     where there is nothing to draw; `<name>_narrow` is the same chart drawn for a phone's width. What a chart process
-    (reports.chart_process) is asked to draw."""
+    (postmortem.reports.chart_process) is asked to draw."""
     out = {}
     for suffix, width in (("", WIDE_IN), ("_narrow", NARROW_IN)):
         timeline, steps = timeline_and_steps(model, lang, width)
@@ -253,7 +253,7 @@ def _lane_label(lane, t) -> str:
         return t["unattributed_label"]
     if len(lane.ranks) == 1:
         return i18n.fmt(t, "fig_rank", rank=lane.ranks[0])
-    from reports.sections import rank_ranges
+    from postmortem.reports.sections import rank_ranges
     text = rank_ranges(lane.ranks)
     text = text if len(text) <= 22 else text[:21] + "…"
     return f"{text} ({len(lane.ranks)})"
@@ -314,7 +314,7 @@ def _last_steps_figure(model, lang: str, width: float) -> Figure | None:
     groups: dict[int, list] = {}
     for r in rows:
         groups.setdefault(r["last_step"], []).append(r["rank"])
-    from reports.sections import rank_ranges
+    from postmortem.reports.sections import rank_ranges
     if len(rows) <= MAX_LABELLED:
         bars = [(i18n.fmt(_labels(lang)[0], "fig_rank", rank=r["rank"]), r["last_step"])
                 for r in sorted(rows, key=lambda r: r["rank"])]
@@ -442,7 +442,7 @@ def gpu_figure(gm, lang: str = "en", culprits: dict | None = None, width: float 
     ax.set_ylabel(t["fig_mem"])
     ax.set_ylim(bottom=0)
     if gm.mode == "time" and gm.origin is not None:
-        from reports.ranks import Axis
+        from postmortem.reports.ranks import Axis
         _x_axis(ax, Axis("time", gm.origin), t, narrow)
     else:
         ax.xaxis.set_major_locator(MaxNLocator(4 if narrow else 8, integer=True))

@@ -5,7 +5,7 @@ import json
 
 import pandas as pd
 
-from postmortem.schema import SCHEMA_VERSION
+from postmortem.tables.schema import SCHEMA_VERSION
 
 
 def to_dict(analysis) -> dict:

@@ -8,7 +8,7 @@ import os
 
 import jinja2
 
-from reports.viewmodel import build_view
+from postmortem.reports.viewmodel import build_view
 
 TEMPLATES = os.path.join(os.path.dirname(__file__), "templates")
 
@@ -37,7 +37,7 @@ def warm_up(charts: bool = True) -> None:
         _env().get_template(name)
     _assets()
     if charts:
-        from reports import figures
+        from postmortem.reports import figures
         figures.warm_up()
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 import re
 import textwrap
 
-from postmortem.findings import CATEGORY_WORDS
-from postmortem.sentences import as_int, ranks_phrase
+from postmortem.verdict.findings import CATEGORY_WORDS
+from postmortem.verdict.sentences import as_int, ranks_phrase
 from postmortem.stacks import rank_ranges
-from reports.evidence import first_time, unique_evidence, where
+from postmortem.reports.evidence import first_time, unique_evidence, where
 
 
 TEXT_WORDS = {
@@ -38,9 +38,9 @@ def relation(f, root, lang: str = "en") -> str:
 
 def render_text(analysis, width: int = 100, lang: str = "en") -> str:
     """Plain-text summary of an Analysis (same verdict as the JSON and HTML), in English or Chinese."""
-    from postmortem import advice
-    from postmortem.sentences import sentence, zh_ranks
-    from reports import i18n
+    from postmortem.verdict import advice
+    from postmortem.verdict.sentences import sentence, zh_ranks
+    from postmortem.reports import i18n
     w = TEXT_WORDS.get(lang, TEXT_WORDS["en"])
     zh = lang == "zh"
     out: list[str] = []

@@ -3,268 +3,22 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import re
-from dataclasses import dataclass, field
 
 import pandas as pd
 
-from reports import chart_process, i18n
-from reports import ranks as ranks_mod
-from reports import sections
-from postmortem.gaps import lines_carry_times
-from postmortem.sentences import as_int, clip, sentence
-from reports.evidence import WHOLE_LINE_CHARS, first_time, read_context, unique_evidence
-from reports.sections import rank_ranges
-
-SECTION_IDS = ("verdict", "evidence", "timeline", "odd", "steps", "gpu", "stacks", "collectives", "nccl", "findings",
-               "gaps", "sources")
-FRAGMENT_SECTIONS = ("verdict", "evidence", "findings", "gaps")
-MAX_EVIDENCE = 12           # cited lines of the root finding shown with context
-OPEN_EVIDENCE = 5           # of those, shown unfolded; the rest sit in a <details>
-MAX_OTHER_EVIDENCE = 3      # cited lines per other finding (no context)
-MAX_SOURCES = 5000          # rows in the sources table; files with problems are always listed
-MAX_STEP_ROWS = 40
-MAX_CITED_CHARS = 600
-MAX_LEAD_CHARS = 420        # rule texts longer than this show a lead and fold the rest (keeps the fix on screen)
-
-
-@dataclass
-class Fact:
-    """One labelled value of the verdict card (only facts with a value are shown)."""
-    label: str
-    value: str
-    css: str = ""
-
-
-@dataclass
-class VerdictView:
-    """The answer, in the words of the chosen language."""
-    present: bool
-    category: str = ""
-    words: str = ""
-    where: str = ""
-    tone: str = "fail"
-    kicker: str = ""
-    culprits: str = ""
-    affected: str = ""
-    step: str = ""
-    phase: str = ""
-    confidence: str = ""
-    pct: int = 0
-    level: str = "low"
-    level_text: str = ""
-    meter_label: str = ""
-    summary: str = ""
-    title: str = ""
-    explanation: str = ""
-    explanation_more: str = ""
-    explanation_lang: str = "en"
-    explanation_en: str = ""     # the English why, shown folded beside a translated one
-    remediation: str = ""
-    remediation_more: str = ""
-    remediation_lang: str = "en"
-    remediation_en: str = ""     # the English fix, shown beside a translated one
-    rule: str = ""
-    sentence: str = ""           # the verdict as one sentence, in the report's language
-    when: str = ""               # the first cited line's time, when it has one
-    facts: list[Fact] = field(default_factory=list)
-
-
-def _lead(text: str, limit: int = MAX_LEAD_CHARS) -> tuple[str, str]:
-    """(lead, full): a long text cut at a word boundary for the first screen, and the whole text ('' when short)."""
-    text = text or ""
-    if len(text) <= limit:
-        return text, ""
-    cut = text.rfind(" ", 0, limit)
-    return text[: cut if cut > limit // 2 else limit].rstrip(" ,;:(") + " …", text
-
-
-@dataclass
-class ContextLine:
-    no: int | None
-    text: str
-    hit: bool
-    gap: bool = False             # lines were skipped before this one
-    label: str = ""               # heads a block of another thread ("holds the GIL", "also in wandb")
-
-
-@dataclass
-class AlsoAt:
-    """Another place that says the same (another rank's copy of the same lines)."""
-    where: str
-    anchor: str
-    rank: str
-
-
-@dataclass
-class EvidenceItem:
-    """One cited line, where it is, and the lines around it."""
-    source: str
-    line: str
-    rank: str
-    text: str
-    anchor: str
-    rank_label: str = ""
-    context: list[ContextLine] = field(default_factory=list)
-    note: str = ""
-    also: list[AlsoAt] = field(default_factory=list)
-    also_label: str = ""
-
-
-@dataclass
-class FigureView:
-    name: str
-    uri: str
-    alt: str
-    narrow_uri: str = ""       # the same chart drawn for a phone's width (served below NARROW_MEDIA)
-
-
-@dataclass
-class LaneRow:
-    ranks: str
-    count: int
-    role: str
-    role_words: str
-    first: str
-    last: str
-    errors: int
-    how: str
-
-
-@dataclass
-class EndRow:
-    """Ranks that ended the same way (from the `ranks` table): their role, last step, what they were doing, first
-    error, exit, and where they stopped."""
-    ranks: str
-    count: int
-    culprit: bool
-    last_step: str
-    doing: str
-    collectives: str
-    first_error: str
-    exit: str
-    role: str = "other"
-    role_words: str = ""
-    stopped: str = ""
-    ended: str = ""
-
-
-@dataclass
-class OddRow:
-    """One odd template (from `a.tables.odd_lines`): the odd ranks, how they are odd, one line of it, where."""
-    ranks: str
-    kind: str
-    line: str
-    at: str
-    suspect: bool
-    new: bool
-
-
-@dataclass
-class StepRow:
-    ranks: str
-    count: int
-    last_step: int
-    behind: int
-    behind_text: str
-    when: str
-
-
-@dataclass
-class FindingRow:
-    confidence: str
-    category: str
-    words: str
-    title: str
-    rule: str
-    severity: str
-    ranks: str
-    relation: str
-    cascade: bool
-    explanation: str
-    remediation: str
-    evidence: list[EvidenceItem]
-    title_lang: str = "en"        # the title is the finding's sentence in the report's language when not English
-    fix_lang: str = "en"
-
-
-@dataclass
-class GapView:
-    missing: str
-    why: str
-    how: str
-
-
-@dataclass
-class SourceRow:
-    anchor: str
-    source: str
-    kind: str
-    rank: str
-    host: str
-    bytes: str
-    lines: str
-    problem: str
-
-
-@dataclass
-class NavItem:
-    id: str
-    title: str
-    empty: bool
-
-
-@dataclass
-class ReportView:
-    """Everything a template prints."""
-    lang: str
-    t: dict
-    input: str
-    world: str
-    world_note: str
-    ranks_seen: str
-    n_files: int
-    generated: str
-    version: str
-    nav: list[NavItem]
-    verdict: VerdictView
-    evidence: list[EvidenceItem]
-    evidence_folded: list[EvidenceItem]
-    evidence_folded_label: str
-    evidence_intro: str
-    evidence_more: str
-    timeline_fig: FigureView | None
-    timeline_rows: list[LaneRow]
-    timeline_axis: str
-    timeline_notes: list[str]
-    steps_fig: FigureView | None
-    steps_rows: list[StepRow]
-    steps_phase: str
-    gpu_fig: FigureView | None
-    gpu_rows: list
-    gpu_note: str
-    gpu_more: str
-    stack_classes: list
-    stacks_more: str
-    stacks_least: str
-    coll_rows: list
-    coll_more: str
-    nccl: object
-    nccl_channels: str
-    findings: list[FindingRow]
-    gaps: list[GapView]
-    gaps_script: str
-    sources: list[SourceRow]
-    sources_summary: str
-    sources_more: str
-    fragment: bool
-    shown: list[str] = field(default_factory=list)   # ids of the sections printed (those with something to show)
-    end_rows: list = field(default_factory=list)     # the `ranks` table, ranks that ended alike grouped
-    end_more: str = ""
-    end_has: dict = field(default_factory=dict)      # which columns of end_rows hold anything (empty ones are left out)
-    steps_axis: str = ""
-    odd_rows: list = field(default_factory=list)
-    odd_more: str = ""
+from postmortem.reports import chart_process, i18n
+from postmortem.reports import ranks as ranks_mod
+from postmortem.reports import sections
+from postmortem.verdict.gaps import lines_carry_times
+from postmortem.verdict.sentences import as_int, clip, sentence
+from postmortem.reports.evidence import first_time
+from postmortem.reports.sections import rank_ranges
+from postmortem.reports.view_types import (EvidenceItem, Fact, FigureView, FindingRow, FRAGMENT_SECTIONS, GapView,
+                                           _lead, MAX_CITED_CHARS, MAX_EVIDENCE, MAX_OTHER_EVIDENCE, MAX_SOURCES,
+                                           MAX_STEP_ROWS, NavItem, OPEN_EVIDENCE, ReportView, SECTION_IDS, SourceRow,
+                                           StepRow, _str, VerdictView)
+from postmortem.reports.view_evidence import _evidence, _line_no
+from postmortem.reports.view_ranks import MAX_END_ROWS, end_rows, odd_rows  # noqa: F401 - MAX_END_ROWS re-exported
 
 
 def _generated(value) -> str:
@@ -293,22 +47,11 @@ def _human_bytes(n) -> str:
     return f"{n:,.1f} TiB"
 
 
-def _str(v) -> str:
-    if v is None:
-        return ""
-    try:
-        if pd.isna(v):
-            return ""
-    except (TypeError, ValueError):
-        pass
-    return str(v)
-
-
 def _ranks_table(analysis):
     """The rank end-state table (built here for an Analysis assembled by hand, which has none)."""
     ranks = analysis.ranks
     if ranks is None:
-        from postmortem.rank_state import rank_state
+        from postmortem.ranks.state import rank_state
         ranks = analysis.tables.frames["ranks"] = rank_state(analysis.tables)
     return ranks
 
@@ -367,7 +110,7 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
 
 
 def _verdict(analysis, t, lang: str = "en") -> VerdictView:
-    from postmortem import advice
+    from postmortem.verdict import advice
     v = analysis.verdict
     if v is None:
         return VerdictView(present=False, words=t["no_input"], summary=t["no_input_text"], tone="unknown",
@@ -448,138 +191,8 @@ def _facts(analysis, d: VerdictView, t, lang: str) -> list[Fact]:
     return facts
 
 
-def _cited(text: str) -> str:
-    text = str(text)
-    return text if len(text) <= MAX_CITED_CHARS else text[:MAX_CITED_CHARS] + " …"
-
-
-def _line_no(v) -> int | None:
-    """A cited line number as a plain int (rules may hand over NumPy/pandas integers or None)."""
-    try:
-        return None if v is None or pd.isna(v) else int(v)
-    except (TypeError, ValueError):
-        return None
-
-
-def _evidence(root, t, paths, anchors, radius, limit, analysis=None) -> tuple[list[EvidenceItem], int]:
-    from reports.decisive import decisive_lines
-    lines = _verdict_lines(root, analysis)
-    if not lines:
-        return [], 0
-    cited = unique_evidence(lines, paths)
-    shown = cited[:limit]
-    wanted: dict[str, set[int]] = {}
-    decisive: dict[int, list] = {}
-    for i, e in enumerate(shown):
-        path, line = paths.get(e.source), _line_no(e.line)
-        got = decisive_lines(analysis, str(e.source), line, path) if analysis is not None and radius > 0 else None
-        if got:
-            decisive[i] = got
-        elif path and line is not None:
-            wanted.setdefault(path, set()).add(line)
-    ctx = read_context(wanted, radius, cut=WHOLE_LINE_CHARS) if radius > 0 else {}
-    items = []
-    for i, e in enumerate(shown):
-        line = _line_no(e.line)
-        rank = _line_no(e.rank)
-        item = EvidenceItem(source=str(e.source), line=_str(line), rank=_str(rank), text=clip(e.text, MAX_CITED_CHARS),
-                            anchor=anchors.get(str(e.source), ""),
-                            rank_label=i18n.fmt(t, "rank_badge", rank=rank) if rank is not None else "")
-        path = paths.get(e.source)
-        got = ctx.get((path, line)) if path and line is not None else None
-        if i in decisive:
-            item.context = [ContextLine(c.no, c.text, c.hit, c.gap, _block_label(c.label, t)) for c in decisive[i]]
-            if all(c.no is None for c in decisive[i]):
-                item.line = ""   # decoded from a JSON field: no line numbers of the file
-        elif isinstance(got, list):
-            item.context = [ContextLine(no, text, no == line) for no, text in got]
-            hit = next((text for no, text in got if no == line), "")
-            if item.text.strip() and item.text.strip() in hit:
-                item.text = ""   # the highlighted line says it all; a rule's own wording of it stays in the header
-        elif radius > 0 and line is not None:   # a citation with no line (a whole-file fact) needs no excuse
-            why = "why_too_far" if got == "too_far" else "why_not_readable"
-            item.note = i18n.fmt(t, "evidence_no_context", why=t[why])
-        items.append(item)
-    merged = _merge_overlapping(items, shown, t)
-    return _same_lines_once(merged, t), len(cited) - len(shown)
-
-
-def _verdict_lines(root, analysis) -> list:
-    """The lines the verdict rests on: its own (root and mechanism findings), else the root finding's."""
-    v = getattr(analysis, "verdict", None) if analysis is not None else None
-    if v is not None and getattr(v, "evidence", None):
-        return list(v.evidence)
-    return list(root.evidence) if root is not None else []
-
-
-def _block_label(label: str, t) -> str:
-    if not label:
-        return ""
-    if label == "holds_gil":
-        return t["ev_holds_gil"]
-    if label.startswith("same_library:"):
-        return i18n.fmt(t, "ev_same_library", lib=label.split(":", 1)[1])
-    return label
-
-
-_RANK_TAG = re.compile(r"\[(?:rank|default|Rank )\d+\]:?|\brank ?\d+\b|\bpid:? ?\d+|\bThread \d+|\bProcess \d+|"
-                       r"\b0x[0-9a-fA-F]{6,}\b")
-
-
-def _same_lines_once(items: list[EvidenceItem], t) -> list[EvidenceItem]:
-    """Blocks that show the same lines on different ranks (ranks 1-3 all in `dist.barrier()` at train.py:65) become
-    one block naming every rank and linking the other copies; the block that differs stays on its own."""
-    out: list[EvidenceItem] = []
-    keys: dict[tuple, int] = {}
-    ranks: dict[int, set] = {}
-    for item in items:
-        key = (_RANK_TAG.sub("#", item.text),
-               tuple((_RANK_TAG.sub("#", c.text), c.hit, c.gap) for c in item.context)) if item.context else None
-        j = keys.get(key) if key is not None else None
-        if j is None:
-            if key is not None:
-                keys[key] = len(out)
-            ranks[len(out)] = {int(item.rank)} if item.rank.isdigit() else set()
-            out.append(item)
-            continue
-        first = out[j]
-        first.also.append(AlsoAt(f"{item.source}:{item.line}" if item.line else item.source, item.anchor, item.rank))
-        if item.rank.isdigit():
-            ranks[j].add(int(item.rank))
-        if len(ranks[j]) > 1:
-            first.rank_label = i18n.fmt(t, "ranks_badge", ranks=rank_ranges(ranks[j]))
-        first.also_label = i18n.fmt(t, "ev_same_lines", n=len(first.also))
-    return out
-
-
-def _merge_overlapping(items: list[EvidenceItem], cited, t) -> list[EvidenceItem]:
-    """Cited lines of one file whose context windows touch become one block with several highlighted lines."""
-    out: list[EvidenceItem] = []
-    ranks: list[set] = []
-    by_source: dict[str, int] = {}
-    for item, e in zip(items, cited):
-        j = by_source.get(item.source)
-        if item.context and j is not None and out[j].context and \
-                item.context[0].no <= out[j].context[-1].no + 1 and out[j].context[0].no <= item.context[-1].no + 1:
-            block = out[j]
-            lines = {c.no: c for c in block.context}
-            for c in item.context:
-                if c.no not in lines or c.hit:
-                    lines[c.no] = c
-            block.context = [lines[n] for n in sorted(lines)]
-            block.line = ", ".join(str(c.no) for c in block.context if c.hit)
-            if _line_no(e.rank) is not None:
-                ranks[j].add(_line_no(e.rank))
-                block.rank_label = i18n.fmt(t, "rank_badge", rank=rank_ranges(ranks[j]))
-            continue
-        by_source[item.source] = len(out)
-        out.append(item)
-        ranks.append({_line_no(e.rank)} if _line_no(e.rank) is not None else set())
-    return out
-
-
 def _finding(f, t, anchors, lang: str = "en", root=None) -> FindingRow:
-    from postmortem import advice
+    from postmortem.verdict import advice
     ev = [EvidenceItem(source=str(e.source), line=_str(e.line), rank=_str(e.rank), text=clip(e.text, MAX_CITED_CHARS),
                        anchor=anchors.get(str(e.source), "")) for e in f.evidence[:MAX_OTHER_EVIDENCE]]
     ranks = rank_ranges(f.culprit_ranks)
@@ -619,146 +232,6 @@ def _sources(src: pd.DataFrame, t, anchors, limit, lang: str = "en", ranks=None)
     summary = i18n.fmt(t, "sources_summary", n=len(src), bad=int(bad.sum()), bytes=_human_bytes(total))
     hidden = int((~keep).sum())
     return rows, summary, i18n.fmt(t, "sources_more", n=hidden) if hidden else ""
-
-
-MAX_END_ROWS = 40
-GROUP_ABOVE = 16          # up to this many ranks every rank has its own row; above it ranks that ended alike share one
-
-
-def _stack_rows(stacks) -> dict[str, dict]:
-    """`source:line` -> stacks row, to name the user's frame of a rank's end stack."""
-    if stacks is None or not len(stacks):
-        return {}
-    at = [f"{s}:{int(ln)}" if ln == ln and ln is not None and ln is not pd.NA else str(s)
-          for s, ln in zip(stacks["source"], stacks["line"])]
-    return dict(zip(at, stacks.to_dict("records")))
-
-
-def _doing(rec: dict, stacks: dict, t, lang: str) -> str:
-    """What a rank was doing at the end, in words: its end stack's class and the frame in the user's code (or the
-    deciding frame), else its last activity."""
-    from postmortem.stacks import blocking_frame, last_user_frame
-
-    def cell(v) -> str:
-        return "" if v is None or (not isinstance(v, (str, list)) and v != v) else str(v)
-    cls = cell(rec.get("stack_class"))
-    if cls:
-        row = stacks.get(cell(rec.get("stack_at")))
-        frames = row.get("frames") if row else None
-        where = cell(rec.get("stack_where"))
-        if isinstance(frames, list) and frames:
-            f = last_user_frame(frames) or blocking_frame(frames)
-            if f:
-                file = str(f.get("file") or "").rsplit("/", 1)[-1]
-                where = f"{f.get('func')} ({file}:{f.get('line')})" if f.get("line") is not None else \
-                    f"{f.get('func')} ({file})" if file else str(f.get("func"))
-        words = t.get(f"stk_{cls}", cls.replace("_", " ")) if cls != "unknown" else ""
-        return f"{words}: {where}" if words and where else words or where
-    act = cell(rec.get("last_activity"))
-    return i18n.value_words(lang, "act_", act) if act and act != "unknown" else ""
-
-
-def end_rows(ranks, culprits, affected=(), t=None, lang: str = "en", stacks=None,
-             stopped: dict | None = None) -> tuple[list[EndRow], int]:
-    """The `ranks` table as report rows: one per rank for small jobs, else ranks that ended alike share a row
-    (culprits first, then the ranks that waited); at most MAX_END_ROWS, and how many more groups there were."""
-    if ranks is None or ranks.empty:
-        return [], 0
-    t = t or i18n.catalogue(lang)
-    stacks_at = _stack_rows(stacks)
-    stopped = stopped or {}
-    culprits, affected = set(culprits), set(affected)
-
-    def cell(v) -> str:
-        return "" if v is None or (not isinstance(v, (str, list)) and v != v) else str(v)
-
-    alone = len(ranks) <= GROUP_ABOVE
-    groups: dict[tuple, list[int]] = {}
-    shown_err: dict[tuple, str] = {}
-    for rec in ranks.to_dict("records"):
-        r = int(rec["rank"])
-        role = "culprit" if r in culprits else "affected" if r in affected else "other"
-        doing = _doing(rec, stacks_at, t, lang)
-        coll = ""
-        if cell(rec.get("last_enqueued")) or cell(rec.get("last_completed")):
-            coll = f"{cell(rec.get('last_enqueued')) or '?'} / {cell(rec.get('last_completed')) or '?'}"
-        elif cell(rec.get("last_started")):
-            coll = f"#{cell(rec.get('last_started'))}"
-        err = clip(cell(rec.get("first_error")), 140)
-        ended = t.get(f"ended_{cell(rec.get('end'))}", "") if cell(rec.get("end")) else ""
-        # ranks name themselves in their errors ("[Rank 7] Watchdog caught ..."): alike once that is masked
-        key = (r if alone else None, role, cell(rec.get("last_step")), doing, coll, _RANK_TAG.sub("#", err),
-               cell(rec.get("exit")), ended)
-        groups.setdefault(key, []).append(r)
-        shown_err.setdefault(key, err)
-    if len(groups) > MAX_END_ROWS:
-        groups, shown_err = _alike(groups, shown_err)
-    order = {"culprit": 0, "affected": 1, "other": 2}
-    rows = []
-    for key, members in sorted(groups.items(), key=lambda kv: (order[kv[0][1]], kv[1][0])):
-        _, role, step, doing, coll, _, ex, ended = key
-        err = shown_err[key]
-        where = [stopped[m] for m in members if stopped.get(m)]
-        stop = where[0] if where and len(set(where)) == 1 else f"{min(where)} … {max(where)}" if where else ""
-        if not where and role == "culprit" and not (step or doing or err or ex):
-            stop = t["fig_silent"]
-        label = rank_ranges(members) + (f" ({len(members)})" if len(members) > 1 else "")
-        rows.append(EndRow(label, len(members), role == "culprit", step, doing, coll, err, ex, role=role,
-                           role_words={"culprit": t["role_culprit"], "affected": t["role_affected"]}.get(role, ""),
-                           stopped=stop, ended=ended))
-    return rows[:MAX_END_ROWS], max(0, len(rows) - MAX_END_ROWS)
-
-
-_NUMBER = re.compile(r"\d+")
-
-
-def _alike(groups: dict, shown_err: dict) -> tuple[dict, dict]:
-    """Groups of ranks that ended alike, ignoring the numbers that only say which one it was (its pid, its time, a
-    count in its message) and where each stopped counting steps (shown as a range): a job of thousands of ranks,
-    whose end rows would otherwise be one per rank. Each row shows its lowest rank's words as the example."""
-    merged: dict = {}
-    for key, members in groups.items():
-        _, role, step, doing, coll, err, ex, ended = key
-        # (the error is shown cut at a length: masked, its start is what ranks that ended alike share)
-        alike = (role, _NUMBER.sub("N", doing), coll, _NUMBER.sub("N", err)[:60], _NUMBER.sub("N", ex), ended)
-        got = merged.setdefault(alike, [[], [], None])
-        got[0].extend(members)
-        if step:
-            got[1].append(int(step))
-        if got[2] is None or members[0] < got[2][0]:
-            got[2] = (members[0], key)
-    out: dict = {}
-    errs: dict = {}
-    for members, steps, (_, key) in merged.values():
-        _, role, _, doing, coll, err, ex, ended = key
-        lo, hi = (min(steps), max(steps)) if steps else (None, None)
-        step = "" if lo is None else str(lo) if lo == hi else f"{lo}–{hi}"
-        new = (None, role, step, doing, coll, err, ex, ended)
-        out[new] = sorted(members)
-        errs[new] = shown_err[key]
-    return out, errs
-
-
-MAX_ODD_ROWS = 8
-
-
-def odd_rows(odd, t, culprits: set | None = None) -> tuple[list[OddRow], int]:
-    """The odd-lines table as report rows: the suspects first, then the rest that are not cascades; at most
-    MAX_ODD_ROWS, and how many more there were. With a verdict that names culprits, only rows whose ranks are among
-    them are marked as pointing at the culprit (an odd rank the verdict clears is shown, not marked)."""
-    if odd is None or odd.empty:
-        return [], 0
-    keep = odd[odd["suspect"] | ~odd["cascade"]]
-    rows = []
-    for rec in keep.to_dict("records"):
-        kind = "new" if rec["kind"] == "new" else rec["kind"]
-        at = ", ".join(str(x) for x in (rec["at"] or [])[:2])
-        ranks = [int(r) for r in rec["ranks"]]
-        points = bool(rec["suspect"]) and (not culprits or bool(set(ranks) & culprits))
-        rows.append(OddRow(rank_ranges(ranks), t[f"odd_{kind}"], clip(str(rec["example"]), 200),
-                           at, points, rec["new"] is True))
-    rows.sort(key=lambda r: not r.suspect)  # (stable) the rows that point at the verdict's culprits first
-    return rows[:MAX_ODD_ROWS], max(0, len(rows) - MAX_ODD_ROWS)
 
 
 def _fill_rank_sections(view: ReportView, analysis, model, t) -> None:
@@ -806,7 +279,7 @@ def _steps_axis_words(model, t) -> str:
 
 
 def _add_figures(view: ReportView, uris: dict, t) -> None:
-    """The charts' data URIs (reports.figures.chart_uris) into the view; a chart without data stays None."""
+    """The charts' data URIs (postmortem.reports.figures.chart_uris) into the view; a chart without data stays None."""
     for name, attr, alt in (("timeline", "timeline_fig", "fig_timeline_alt"), ("steps", "steps_fig", "fig_steps_alt"),
                             ("gpu_memory", "gpu_fig", "fig_gpu_alt")):
         if uris.get(name) is not None:

@@ -9,7 +9,7 @@ import os
 import pickle
 import re
 
-from parsers.flight_recorder import load_dump
+from postmortem.parsers.flight_recorder import load_dump
 
 NVRX = os.path.join(os.path.dirname(__file__), "fixtures", "fr_nvrx")
 CASES = {"gpu_error_1st": [12, 14], "lock_gil_1st": [9, 14]}  # the injected ranks (fault_injection.log)

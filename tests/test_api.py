@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import postmortem
-from postmortem import schema
-from postmortem.tables import Tables
+from postmortem.tables import schema
+from postmortem.tables.build import Tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "samples", "uneven_batches_barrier", "logs")
@@ -44,7 +44,7 @@ def test_every_column_has_exactly_the_documented_dtype(path):
         for col, want in schema.documented_dtypes(table).items():
             if str(df[col].dtype) != want:
                 wrong.append((table, col, str(df[col].dtype), want))
-    from postmortem.findings import FINDING_COLUMNS
+    from postmortem.verdict.frame import FINDING_COLUMNS
     wrong += [("findings", c, str(a.findings[c].dtype), d) for c, d in FINDING_COLUMNS.items()
               if str(a.findings[c].dtype) != d]
     assert not wrong, wrong
@@ -77,7 +77,7 @@ def test_figures_is_an_attribute_that_can_still_be_called(a):
 
 def test_reference_page_is_generated_from_the_schema():
     page = open(os.path.join(ROOT, "docs", "tables.md"), encoding="utf-8").read()
-    assert page == schema.reference_markdown(), "docs/tables.md is stale: python -m postmortem.schema > docs/tables.md"
+    assert page == schema.reference_markdown(), "docs/tables.md is stale: python -m postmortem.tables.schema > docs/tables.md"
     for table in schema.TABLE_NAMES:
         assert f"## `{table}`" in page
         for c in schema.columns(table):
@@ -104,7 +104,7 @@ def test_findings_is_a_dataframe_with_the_verdict_first(a):
 
 
 def test_empty_findings_keep_their_columns_and_dtypes():
-    from postmortem.findings import FINDING_COLUMNS, findings_frame
+    from postmortem.verdict.frame import FINDING_COLUMNS, findings_frame
     f = findings_frame([])
     assert list(f.columns) == list(FINDING_COLUMNS) and len(f) == 0
     assert str(f["step"].dtype) == "Int64"
@@ -121,7 +121,7 @@ def test_repr_is_a_few_lines_and_html_is_the_verdict_card(a):
 def test_json_contract_is_unchanged_by_the_dataframe_view(a):
     d = a.to_dict()
     assert isinstance(d["findings"], list) and d["findings"][0]["rule"] == a.verdict.rule
-    assert set(d["findings"][0]) == {"rule", "category", "phase", "confidence", "severity", "title",
+    assert set(d["findings"][0]) == {"rule", "category", "phase", "reason", "confidence", "severity", "title",
                                      "culprit_ranks", "affected_ranks", "step", "explanation", "remediation",
                                      "cascade_of", "evidence"}
 
@@ -137,7 +137,7 @@ def test_preload_loads_matplotlib_only_for_an_html_report(html):
 
 
 def test_a_line_cited_twice_with_the_same_words_is_one_citation():
-    from postmortem.findings import Evidence, Finding
+    from postmortem.verdict.findings import Evidence, Finding
 
     def cite(source, line, text, rank=0):
         return Evidence(source, line, rank, text)

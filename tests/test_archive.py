@@ -10,7 +10,7 @@ import zipfile
 import pytest
 
 import postmortem
-from postmortem import archive
+from postmortem.ingest import archive
 
 LOG = b"[rank0]: step 1 loss 0.5\n[rank0]: Traceback (most recent call last):\n[rank0]: ValueError: boom\n"
 

@@ -15,7 +15,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import make_tree  # noqa: E402
-from parsers import prefilter  # noqa: E402
+from postmortem.parsers import prefilter  # noqa: E402
+from postmortem.parsers import scan_limits
 
 # Every line (or `\r` segment) the generator writes, by file, with the FORMATS.md section that documents its shape.
 RANK_LOG_SHAPES = [
@@ -165,7 +166,7 @@ def test_grep_pattern_is_the_prefilter_trigger_set():
     pat = run.grep_pattern(words)
     assert re.search(pat, "x Watchdog caught y") and re.search(pat, "Root Cause (first observed failure):")
     # grep gets the error triggers the prefilter searches every byte for, not the progress words it samples
-    from parsers import textlog
+    from postmortem.parsers import textlog
     assert set(textlog._prefilter_triggers().pattern_text) <= set(words)
     assert "step" not in words and "{'" not in words
     assert {"step", "Step", "{'"} <= set(run.wide_trigger_set())
@@ -182,7 +183,7 @@ def test_every_line_mix_keeps_the_planted_verdict_with_bounded_tables(tmp_path, 
     # budget per rank: rows follow the ranks, not the ~5,000 lines of each kind every rank printed
     base = prefilter.EXACT_JOB_BYTES // 60
     assert len(t.steps) < 4 * 80 + base and len(t.events) < 4 * 600 + base and len(t.tracebacks) < 4 * 300 + base
-    monkeypatch.setattr(prefilter, "EXACT_JOB_BYTES", 0)  # the per-rank budget alone
+    monkeypatch.setattr(scan_limits, "EXACT_JOB_BYTES", 0)  # the per-rank budget alone
     a = postmortem.analyze(str(tmp_path / "t"), quiet=True)
     assert (a.verdict.category, a.verdict.culprit_ranks) == ("gpu_oom", [m["culprit_rank"]])
     t = a.tables

@@ -1,10 +1,11 @@
-"""Discovery beside the parser load: postmortem.beside runs one call in a forked child while the parent works."""
+"""Discovery beside the parser load: postmortem.ingest.beside runs one call in a forked child while the parent works."""
 import os
 
 import pytest
 
-from postmortem import api, beside
-from postmortem import discover as discover_mod
+from postmortem import api
+from postmortem.ingest import beside
+from postmortem.ingest import discover as discover_mod
 
 needs_fork = pytest.mark.skipif(not beside.can_fork(), reason="no fork start method on this platform")
 

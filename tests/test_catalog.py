@@ -330,9 +330,9 @@ def test_exception_line_rejects_other_lines():
 
 @needs_shared
 def test_exception_line_finds_every_exception_the_current_parser_finds():
-    """A superset of parsers.textlog.EXC_RE on the real tracebacks (the line after the last frame)."""
-    from parsers.prefixes import strip_prefixes
-    from parsers.textlog import EXC_RE
+    """A superset of postmortem.parsers.textlog.EXC_RE on the real tracebacks (the line after the last frame)."""
+    from postmortem.parsers.prefixes import strip_prefixes
+    from postmortem.parsers.textlog import EXC_RE
     seen = extra = 0
     for lines in _corpus_lines():
         after_frame = False

@@ -1,4 +1,4 @@
-"""The HTML report's charts drawn by a process forked once the parse is over (reports.chart_process)."""
+"""The HTML report's charts drawn by a process forked once the parse is over (postmortem.reports.chart_process)."""
 from __future__ import annotations
 
 import os
@@ -7,8 +7,9 @@ import threading
 
 import pytest
 
-from postmortem import api, beside
-from reports import chart_process, figures, ranks, sections
+from postmortem import api
+from postmortem.ingest import beside
+from postmortem.reports import chart_process, figures, ranks, sections
 from test_beside import _tree
 from test_report_render import synthetic
 

@@ -32,11 +32,12 @@ def test_json_contract_keys_and_agreement_with_text(capsys):
     data = json.loads(capsys.readouterr().out)
     assert set(data) == {"schema_version", "input", "world_size", "world_size_inferred", "ranks_seen", "verdict",
                          "findings", "evidence_gaps", "sources"}
-    # the documented keys, plus `why` and `fix` (added for issue 26: additive, the same schema version)
+    # the documented keys, plus `why` and `fix` (added for issue 26) and `reason` (issue 30: what ended a
+    # job_stopped job): additive, the same schema version
     assert set(data["verdict"]) == {"category", "phase", "rule", "confidence", "culprit_ranks", "step", "summary",
-                                    "why", "fix"}
+                                    "why", "fix", "reason"}
     f = data["findings"][0]
-    assert set(f) == {"rule", "category", "phase", "confidence", "severity", "title", "culprit_ranks",
+    assert set(f) == {"rule", "category", "phase", "reason", "confidence", "severity", "title", "culprit_ranks",
                       "affected_ranks", "step", "explanation", "remediation", "cascade_of", "evidence"}
     assert data["findings"] == sorted(data["findings"], key=lambda x: -x["confidence"])
     assert main(["analyze", FIRE]) == 0

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import postmortem
-from parsers.prefixes import strip_prefixes
+from postmortem.parsers.prefixes import strip_prefixes
 
 JOBS = Path(__file__).parent / "jobs"
 PY = sys.executable

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from parsers.prefixes import strip_prefixes
+from postmortem.parsers.prefixes import strip_prefixes
 from postmortem.cli import build_parser
 from postmortem.collect import env as env_mod
 from postmortem.collect import procs, runner, system
@@ -145,7 +145,7 @@ def test_local_rank_only_is_not_named_as_a_global_rank():
     p = procs.Proc(pid=5, ppid=1, cmdline=["python", "train.py", "--local_rank=3"])
     procs._assign_roles([p], {})
     assert p.local_rank == 3 and p.rank is None and procs.dump_name(p) == "localrank3_pid5"
-    from postmortem.discover import path_hints
+    from postmortem.ingest.discover import path_hints
     assert "rank" not in path_hints("n0/pyspy/20261121T131846250Z/localrank3_pid5.txt")
     assert path_hints("n0/pyspy/20261121T131846250Z/rank7_pid5.txt")["rank"] == 7
 

@@ -1,5 +1,5 @@
 """Column-wise rows: repeated text of results from different parser processes is held once."""
-from postmortem.columns import Columns, share_text, to_columns
+from postmortem.tables.columns import Columns, share_text, to_columns
 
 
 def _result(rank: int) -> dict:

@@ -1,4 +1,4 @@
-"""postmortem.culprits: culprits from how every rank ended (a pure function of the `ranks` table), one positive and
+"""postmortem.ranks.culprits: culprits from how every rank ended (a pure function of the `ranks` table), one positive and
 one negative case per mechanism, then the odd lines and `--baseline` on real runs."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 import postmortem
-from postmortem.culprits import find_culprits
-from postmortem.odd_lines import odd_lines
+from postmortem.ranks.culprits import find_culprits
+from postmortem.ranks.odd_lines import odd_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASES = os.path.join(ROOT, "benchmarks", "lab", "cases")
@@ -115,6 +115,6 @@ def test_a_baseline_run_makes_its_own_lines_not_new():
 
 
 def test_odd_lines_of_tables_without_last_lines_is_empty_with_the_documented_columns():
-    from postmortem.odd_lines import COLUMNS
+    from postmortem.ranks.odd_lines import COLUMNS
     df = odd_lines(pd.DataFrame(columns=["source", "line", "rank", "key", "message", "seen", "distance"]))
     assert list(df.columns) == COLUMNS and df.empty

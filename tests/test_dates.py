@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import postmortem
-from postmortem import schema
+from postmortem.tables import schema
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = os.path.join(ROOT, "samples")

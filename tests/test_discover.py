@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from postmortem import discover as discover_mod
-from postmortem.discover import discover, path_hints, sniff_kind
+from postmortem.ingest import discover as discover_mod
+from postmortem.ingest.discover import discover, path_hints, sniff_kind
 
 
 @pytest.mark.parametrize("rel,want", [
@@ -115,7 +115,7 @@ def _plain_sniff_kind(head: bytes, relpath: str, _stripped: bool = False) -> str
     if len(d._DMESG_LINE.findall(head)) >= max(1, lines // 2) or "dmesg" in name or name in ("syslog", "kern.log"):
         return "dmesg"
     if not _stripped:
-        from parsers.learned_prefix import strip_head
+        from postmortem.parsers.learned_prefix import strip_head
         bare = strip_head(head)
         if bare != head and _plain_sniff_kind(bare, relpath, True) in ("pyspy", "stack_dump", "nccl_log"):
             return _plain_sniff_kind(bare, relpath, True)

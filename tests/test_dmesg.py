@@ -5,10 +5,10 @@ import os
 
 import pytest
 
-from parsers.base import parse_source
-from parsers.dmesg import iso_to_utc, logical_lines, parse_dmesg, parse_prefix
-from parsers.xid import xid_info
-from postmortem.discover import Source, discover
+from postmortem.parsers.base import parse_source
+from postmortem.parsers.dmesg import iso_to_utc, logical_lines, parse_dmesg, parse_prefix
+from postmortem.parsers.xid import xid_info
+from postmortem.ingest.discover import Source, discover
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "dmesg")
 
@@ -125,7 +125,7 @@ def test_xid_table_lists_hardware_and_application_codes():
 
 
 def test_event_flood_is_capped(tmp_path, monkeypatch):
-    import parsers.dmesg as dm
+    import postmortem.parsers.dmesg as dm
     monkeypatch.setattr(dm, "MAX_EVENTS_PER_KIND", 3)
     p = tmp_path / "dmesg"
     p.write_text("".join(f"[{i}.0] NVRM: Xid (PCI:0000:01:00): 13, pid=1, name=x, boom\n" for i in range(10)))

@@ -1,4 +1,4 @@
-"""The parse stage on a Dask cluster (postmortem/engines.py) gives the same JSON as the local engine."""
+"""The parse stage on a Dask cluster (postmortem/ingest/engines.py) gives the same JSON as the local engine."""
 from __future__ import annotations
 
 import os
@@ -7,9 +7,9 @@ import sys
 import pytest
 
 import postmortem
-from postmortem import engines
+from postmortem.ingest import engines
 from postmortem.cli import main as cli_main
-from postmortem.discover import Source
+from postmortem.ingest.discover import Source
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -52,7 +52,7 @@ def test_local_cluster_with_two_workers_gives_byte_identical_json(tree):
 
 def test_no_scheduler_address_starts_a_local_cluster(tree):
     pytest.importorskip("distributed")
-    from postmortem.discover import discover
+    from postmortem.ingest.discover import discover
     sources = discover(tree)
     results = engines.dask_parse(sources, None, n_workers=2)
     assert len(results) == len(sources) and all(r is not None for r in results)

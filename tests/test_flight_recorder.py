@@ -6,9 +6,9 @@ import pickle
 
 import pytest
 
-from parsers.base import parse_source
-from parsers.flight_recorder import numel, parse_flight_recorder
-from postmortem.discover import Source, discover
+from postmortem.parsers.base import parse_source
+from postmortem.parsers.flight_recorder import numel, parse_flight_recorder
+from postmortem.ingest.discover import Source, discover
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "fr")
 
@@ -152,7 +152,7 @@ def test_numel_of_shapes():
 
 # --- group identity: a dump's local pg ids (pg_status keys, entries' pg_id) -> global names (pg_config keys) ---
 
-from parsers.flight_recorder import group_names, p2p_peer  # noqa: E402
+from postmortem.parsers.flight_recorder import group_names, p2p_peer  # noqa: E402
 
 NVRX = os.path.join(os.path.dirname(__file__), "fixtures", "fr_nvrx")
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from parsers import formats
+from postmortem.parsers import formats
 
 
 def test_builtin_formats_load_and_have_samples():

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import os
 
-from parsers.base import parse_source
-from postmortem import schema, tables
-from postmortem.discover import discover
-from postmortem.fr_match import effective_state, is_p2p, match_collectives
+from postmortem.parsers.base import parse_source
+from postmortem.tables import schema, build as tables
+from postmortem.ingest.discover import discover
+from postmortem.ranks.fr_match import effective_state, is_p2p, match_collectives
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "fr")
 

@@ -1,10 +1,10 @@
-"""The wait graph over flight-recorder counters (postmortem.fr_waits): each mechanism with a case where it names a
+"""The wait graph over flight-recorder counters (postmortem.ranks.fr_waits): each mechanism with a case where it names a
 rank and one where it must not. Views are built here from counters alone (what a dump's pg_status holds)."""
 from __future__ import annotations
 
 import time
 
-from postmortem.fr_waits import RankView, Wait, WaitGraph, attribute
+from postmortem.ranks.fr_waits import RankView, Wait, WaitGraph, attribute
 
 
 def v(rank, enq, done, pending_op="nccl:all_reduce", **kw) -> RankView:

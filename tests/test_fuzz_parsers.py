@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from parsers.base import parse_source, registered_kinds
-from postmortem import discover as discover_mod
-from postmortem.discover import KINDS, Source, path_hints, sniff_kind
+from postmortem.parsers.base import parse_source, registered_kinds
+from postmortem.ingest import discover as discover_mod
+from postmortem.ingest.discover import KINDS, Source, path_hints, sniff_kind
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "fuzz"))
@@ -96,7 +96,7 @@ def test_discovery_lists_every_file_of_any_name(tmp_path_factory, files):
 
 def test_a_parser_that_raises_becomes_a_problem(tmp_path, monkeypatch):
     """The boundary itself: a crashing parser is reported in `sources.problem`, and the analysis goes on."""
-    from parsers import base
+    from postmortem.parsers import base
     (tmp_path / "rank0.log").write_text("RuntimeError: CUDA out of memory.\n")
 
     def broken(source: Source):

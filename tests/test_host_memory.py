@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from parsers.base import parse_source
-from parsers.host_memory import parse_host_memory, to_kib
-from postmortem.discover import Source, discover, sniff_kind
+from postmortem.parsers.base import parse_source
+from postmortem.parsers.host_memory import parse_host_memory, to_kib
+from postmortem.ingest.discover import Source, discover, sniff_kind
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "host_memory")
 
@@ -80,7 +80,7 @@ def test_sniff_host_memory_but_not_a_log_that_prints_free_once():
 
 
 def test_long_loops_are_thinned_keeping_the_last(tmp_path, monkeypatch):
-    import parsers.host_memory as hm
+    import postmortem.parsers.host_memory as hm
     monkeypatch.setattr(hm, "MAX_SNAPSHOTS", 8)
     block = "              total        used        free      shared  buff/cache   available\nMem: 100 {u} 1 1 1 1\n"
     p = tmp_path / "free.log"

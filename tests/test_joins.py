@@ -6,10 +6,10 @@ import shutil
 
 import pytest
 
-from parsers.base import parse_source
-from postmortem import tables
-from postmortem.discover import discover
-from postmortem.joins import join_killed_pids, normalize_bus_id
+from postmortem.parsers.base import parse_source
+from postmortem.tables import build as tables
+from postmortem.ingest.discover import discover
+from postmortem.tables.joins import join_killed_pids, normalize_bus_id
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures")
 SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 

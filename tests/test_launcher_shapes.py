@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from parsers import actor_ranks, formats, notebook, spawn_block
+from postmortem.parsers import actor_ranks, formats, notebook, spawn_block
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASES = os.path.join(ROOT, "benchmarks", "lab", "cases")
@@ -101,7 +101,7 @@ def test_notebook_text_skips_what_is_not_nbformat():
 
 
 def test_notebook_is_discovered_and_read():
-    from postmortem.discover import discover
+    from postmortem.ingest.discover import discover
     kinds = {s.source: s.kind for s in discover(NOTEBOOK)}
     assert kinds["train.ipynb"] == "notebook"
     a = _verdict(NOTEBOOK)
@@ -136,21 +136,24 @@ def _rich_lines() -> list[str]:
 
 
 def test_rich_wrapped_message_is_taken_from_the_following_lines():
-    from parsers import rich_wrap
+    import glob
+    from postmortem.ingest.discover import discover
+    from postmortem.parsers.base import parse_source
+    from postmortem.parsers import rich_wrap
     lines = _rich_lines()
     i = lines.index("RuntimeError: ")
     assert lines[i - 1].startswith("╰")  # rich closed its frame box right before the exception line
-    pending, row = {}, {"exc_message": ""}
-    rich_wrap.maybe_wrapped(pending, 0, lines[i - 1][:1], "", row)
-    for ln in lines[i + 1:]:
-        if not rich_wrap.continues(pending, 0, ln.strip()):
-            break
-    assert "Connection closed by peer" in row["exc_message"] and "GLHF" in row["exc_message"]
+    path = glob.glob(os.path.join(RICH, "tlogs", "*", "attempt_0", "0", "stdout.log"))[0]
+    src = next(s for s in discover(RICH) if os.path.samefile(s.path, path))
+    rows = parse_source(src).rows["tracebacks"]
+    rich = [r for r in rows if r["end_line"] == i + 1]
+    assert rich and rich[0]["exc_type"] == "RuntimeError"
+    # (the lines the prefilter hands over: those holding a trigger word, which the peer-loss words are)
+    assert rich[0]["exc_message"].startswith("[/__w/pytorch") and "Connection closed by peer" in rich[0]["exc_message"]
+    # the message ends at a blank line or a new box
+    pending = {0: [{"exc_message": ""}, 0]}
+    assert rich_wrap.continues(pending, 0, "worker crashing.") and not rich_wrap.continues(pending, 0, "")
     assert 0 not in pending
-    # a plain `Exc: ` line not after a rich box takes nothing
-    pending2 = {}
-    rich_wrap.maybe_wrapped(pending2, 0, "[", "", {"exc_message": ""})
-    assert not pending2
 
 
 def test_rich_traceback_of_a_peer_is_a_cascade_and_the_culprit_is_found():
@@ -163,7 +166,7 @@ def test_rich_traceback_of_a_peer_is_a_cascade_and_the_culprit_is_found():
 
 # ---- mpirun's `exited on signal 9 (Killed)` is a SIGKILL like torchrun's exitcode -9
 def test_mpirun_signal_9_reads_as_sigkill():
-    from postmortem.ends import exit_code
+    from postmortem.ranks.ends import exit_code
     case = os.path.join(CASES, "host_oom__watchdog-sigkill-mpirun-plain-3r-1")
     line = next(ln for ln in _lines(os.path.join(case, "console.log")) if ln.startswith("mpirun noticed"))
     f, m = next((f, m) for f, m in formats.match_line(line) if f.name == "mpirun-noticed-signal")
@@ -185,10 +188,10 @@ def test_every_rank_but_the_reference_reporting_a_mismatch_names_the_reference()
 
 # ---- `%(asctime)s %(levelname)s rank N: msg`: the level no longer hides the rank
 def test_a_level_word_before_rank_n_keeps_the_rank():
-    from parsers.textlog import message_rank
+    from postmortem.parsers.textlog import message_rank
     case = os.path.join(CASES, "barrier_skew__rank0-only-barrier-torchrun-multinode-3r-1")
     line = next(ln for ln in _lines(os.path.join(case, "node1.log")) if " INFO rank 2: step" in ln)
-    from parsers.prefixes import strip_prefixes
+    from postmortem.parsers.prefixes import strip_prefixes
     msg, info = strip_prefixes(line)
     assert msg.startswith("INFO rank 2:") and message_rank(msg) == 2
     assert message_rank("INFO the rank 2: x") is None and message_rank("INFO - rank 3: x") is None

@@ -1,10 +1,10 @@
-"""Collector prefixes learned from a file's own lines (parsers.learned_prefix) and their use in discovery/parsing."""
+"""Collector prefixes learned from a file's own lines (postmortem.parsers.learned_prefix) and their use in discovery/parsing."""
 from __future__ import annotations
 
 import pytest
 
-from parsers.learned_prefix import learn, strip_head
-from postmortem.discover import sniff_kind
+from postmortem.parsers.learned_prefix import learn, strip_head
+from postmortem.ingest.discover import sniff_kind
 
 SHAPES = {
     "determined": [
@@ -106,7 +106,7 @@ def _collector_head(seed: int) -> list[str]:
 def test_stamp_or_rank_shortcut_never_changes_what_is_learned(seed, monkeypatch):
     """learn() stops early when too few lines hold a date, a time or `rank`; on random heads of collector-like
     tokens (stamps, rank tags, ids, separators, words, non-ASCII digits) it learns what the full search learns."""
-    from parsers import learned_prefix
+    from postmortem.parsers import learned_prefix
     lines = _collector_head(seed)
     full = learned_prefix.learn(lines)
     monkeypatch.setattr(learned_prefix, "_too_few_stamps_or_ranks", lambda _lines: False)
@@ -115,7 +115,7 @@ def test_stamp_or_rank_shortcut_never_changes_what_is_learned(seed, monkeypatch)
 
 def test_the_shortcut_test_reaches_both_sides():
     """The generator above gives heads the shortcut stops on, heads it lets through, and learned prefixes."""
-    from parsers import learned_prefix, literal_scan
+    from postmortem.parsers import learned_prefix, literal_scan
     if not literal_scan.available():
         pytest.skip("hyperscan not installed: learn() takes no shortcut")
     seen = set()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from parsers import literal_scan
+from postmortem.parsers import literal_scan
 
 pytestmark = pytest.mark.skipif(not literal_scan.available(), reason="hyperscan not installed")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import postmortem
-from parsers.steps import parse_step
+from postmortem.parsers.steps import parse_step
 
 
 def _run(tmp_path, files: dict[str, str]):
@@ -358,7 +358,7 @@ GDB = ("(gdb) py-bt\nTraceback (most recent call first):\n  File \"/usr/lib/pyth
 
 @pytest.mark.parametrize("where", ["small", "big"])
 def test_pyspy_dump_inside_a_log_is_read(tmp_path, where):
-    pad = NOISE * (1 if where == "small" else 1800)  # the big one is past parsers.embedded.SMALL
+    pad = NOISE * (1 if where == "small" else 1800)  # the big one is past postmortem.parsers.embedded.SMALL
     a = _run(tmp_path, {"rank0.log": pad + PYSPY + "step 5 loss 0.1\n"})
     assert len(a.tables.stacks) >= 1
     assert a.verdict.category == "logging_blocking"

@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from parsers.base import parse_source
-from parsers.nvidia_smi import parse_nvidia_smi
-from postmortem.discover import Source, discover
+from postmortem.parsers.base import parse_source
+from postmortem.parsers.nvidia_smi import parse_nvidia_smi
+from postmortem.ingest.discover import Source, discover
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "nvidia_smi")
 
@@ -194,7 +194,7 @@ def test_long_junk_lines_parse_in_linear_time(tmp_path):
 
 
 def test_long_loops_are_thinned_keeping_the_last_snapshot(tmp_path, monkeypatch):
-    import parsers.nvidia_smi as smi
+    import postmortem.parsers.nvidia_smi as smi
     monkeypatch.setattr(smi, "MAX_GPU_ROWS", 10)
     p = tmp_path / "loop.csv"
     p.write_text("index, memory.used [MiB]\n" + "".join(f"{g}, {i} MiB\n" for i in range(25) for g in range(2)))

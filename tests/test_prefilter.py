@@ -6,9 +6,10 @@ import os
 
 import pytest
 
-from parsers import parse_source, prefilter, textlog
-from postmortem import textio
-from postmortem.discover import discover
+from postmortem.parsers import parse_source, prefilter, textlog
+from postmortem.parsers import literal_scan, scan_limits
+from postmortem.ingest import textio
+from postmortem.ingest.discover import discover
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(ROOT, "..", "shared")
@@ -78,7 +79,7 @@ def test_big_file_progress_is_sampled_but_the_last_step_and_the_glued_error_are_
     [src] = discover(str(p))
     res = parse_source(src)
     steps = res.rows["steps"]
-    assert len(steps) <= prefilter.MAX_SAMPLES + 4           # bounded, however long the run
+    assert len(steps) <= scan_limits.MAX_SAMPLES + 4           # bounded, however long the run
     assert steps[-1]["step"] == 20000 and steps[-1]["rank"] == 5
     assert [s["step"] for s in steps] == sorted(s["step"] for s in steps)
     wd = [e for e in res.rows["events"] if e["kind"] == "watchdog_timeout"]
@@ -146,8 +147,8 @@ def test_nul_ansi_and_crlf_in_a_big_file(tmp_path):
 
 
 def test_a_line_without_breaks_is_cut_not_held(tmp_path, monkeypatch):
-    monkeypatch.setattr(prefilter, "LONG_LINE", 1 << 16)
-    monkeypatch.setattr(prefilter, "CHUNK", 1 << 14)
+    monkeypatch.setattr(scan_limits, "LONG_LINE", 1 << 16)
+    monkeypatch.setattr(scan_limits, "CHUNK", 1 << 14)
     p = tmp_path / "runaway.log"
     p.write_bytes(b"x" * (1 << 18) + b"\nRuntimeError: CUDA error: an illegal memory access was encountered\n")
     stats = textio.ReadStats()
@@ -176,7 +177,7 @@ def _scan_items(path, fast: bool, monkeypatch):
     return items, stats.lines
 
 
-@pytest.mark.skipif(not prefilter.literal_scan.available(), reason="hyperscan not installed")
+@pytest.mark.skipif(not literal_scan.available(), reason="hyperscan not installed")
 @pytest.mark.parametrize("glued", ["", "Traceback (most recent call last):", "RuntimeError: CUDA out of memory.",
                                   "[W reducer.cpp:1] Warning: x", "Loss is NaN at step 12, TIMEOUT"])
 def test_long_bar_lines_skip_normalising_and_give_what_the_key_path_gives(tmp_path, monkeypatch, glued):
@@ -191,7 +192,7 @@ def test_long_bar_lines_skip_normalising_and_give_what_the_key_path_gives(tmp_pa
     fast, lines_fast = _scan_items(p, True, monkeypatch)
     slow, lines_slow = _scan_items(p, False, monkeypatch)
     assert [i for i in fast if not i[2]] == [i for i in slow if not i[2]] and lines_fast == lines_slow == 3
-    assert len(fast) <= prefilter.MAX_SAMPLES + 6
+    assert len(fast) <= scan_limits.MAX_SAMPLES + 6
     for items in (fast, slow):
         assert any("20000/20000" in text for _, text, steps_only in items if steps_only)  # the last step, exact
     if glued and "Warning" not in glued:  # a bare warning far from any traceback frame is no event in a big file
@@ -237,25 +238,25 @@ def _random_log(rng) -> bytes:
     return "".join(parts).encode()
 
 
-@pytest.mark.skipif(not prefilter.literal_scan.available(), reason="hyperscan not installed")
+@pytest.mark.skipif(not literal_scan.available(), reason="hyperscan not installed")
 @pytest.mark.parametrize("seed", range(24))
 def test_random_big_logs_give_the_same_event_lines_on_the_fast_and_the_exact_path(tmp_path, monkeypatch, seed):
     import random
     p = tmp_path / "rank3.log"
     p.write_bytes(_random_log(random.Random(seed)))
-    monkeypatch.setattr(prefilter, "CHUNK", 1 << 16)           # many block boundaries, lines cut between redraws
+    monkeypatch.setattr(scan_limits, "CHUNK", 1 << 16)           # many block boundaries, lines cut between redraws
     trig = textlog._prefilter_triggers()
     outs = []
     for fast in (True, False):
         if not fast:
             monkeypatch.setattr(trig, "fast_events", lambda: None)
             monkeypatch.setattr(prefilter.LineScanner, "_one_bar_run", lambda self, line: None)
-            monkeypatch.setattr(prefilter, "SPAN_MIN", 1 << 40)  # and every line copied out, as before spans
+            monkeypatch.setattr(scan_limits, "SPAN_MIN", 1 << 40)  # and every line copied out, as before spans
         stats = textio.ReadStats()
         sc = prefilter.LineScanner(str(p), stats, p.stat().st_size, trig, exact_bytes=0)
         items = list(sc)
         outs.append(([i for i in items if not i[2]], stats.lines, sc.nccl_counts))
-        assert len([i for i in items if i[2]]) <= 4 * prefilter.MAX_SAMPLES + 2 * len(outs[-1][0])
+        assert len([i for i in items if i[2]]) <= 4 * scan_limits.MAX_SAMPLES + 2 * len(outs[-1][0])
     # whole-block scanning hands over exactly the event lines a line-by-line judge does (it counts NCCL INFO lines
     # in the head only)
     assert outs[0][:2] == outs[1][:2]
@@ -293,8 +294,8 @@ def test_every_handed_over_line_is_numbered_where_it_is(tmp_path, monkeypatch, s
     p = tmp_path / "rank3.log"
     data = _random_log(random.Random(seed))
     p.write_bytes(data)
-    monkeypatch.setattr(prefilter, "CHUNK", 1 << 16)
-    monkeypatch.setattr(prefilter, "MAX_SAMPLES", 64)  # many stride marks per region
+    monkeypatch.setattr(scan_limits, "CHUNK", 1 << 16)
+    monkeypatch.setattr(scan_limits, "MAX_SAMPLES", 64)  # many stride marks per region
     sc = prefilter.LineScanner(str(p), textio.ReadStats(), len(data), textlog._prefilter_triggers(), exact_bytes=0)
     lines = data.decode("utf-8", "replace").split("\n")
     items = list(sc)
@@ -372,7 +373,7 @@ def test_a_small_file_of_a_big_job_is_summarised_like_a_big_one(tmp_path):
     assert alone.exact_bytes < 200
     res = parse_source(alone)
     assert "nccl" not in res.rows and res.meta["nccl_counts"][alone.source]["channel"] == 200
-    assert len(res.rows["steps"]) <= prefilter.MAX_SAMPLES + 2 and res.rows["steps"][-1]["loss"] == 1.199
+    assert len(res.rows["steps"]) <= scan_limits.MAX_SAMPLES + 2 and res.rows["steps"][-1]["loss"] == 1.199
     assert [e["kind"] for e in res.rows["events"]] == ["cuda_error"] and res.lines == 401
 
 
@@ -386,7 +387,7 @@ def test_the_exact_part_is_what_a_line_reader_gives_for_those_lines(tmp_path, mo
     data = _random_log(rnd)
     p = tmp_path / "rank3.log"
     p.write_bytes(data)
-    monkeypatch.setattr(prefilter, "CHUNK", 1 << 16)
+    monkeypatch.setattr(scan_limits, "CHUNK", 1 << 16)
     trig = textlog._prefilter_triggers()
     share = rnd.randrange(0, len(data) + 1)
     whole = list(prefilter.LineScanner(str(p), textio.ReadStats(), len(data), trig, exact_bytes=len(data)))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from parsers.prefixes import PrefixError, load_prefixes, strip_prefixes
+from postmortem.parsers.prefixes import PrefixError, load_prefixes, strip_prefixes
 
 
 @pytest.mark.parametrize("line,msg,rank", [
@@ -40,7 +40,7 @@ def test_prefix_with_bad_sample_refused():
 
 def _plain_strip(line: str) -> tuple[str, dict]:
     """strip_prefixes as a loop over the prefixes, one match each (the reference for the combined regex)."""
-    from parsers import prefixes as p
+    from postmortem.parsers import prefixes as p
     info: dict = {}
     msg = line
     for _ in range(8):

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from parsers.pyspy import MAX_ROWS, cmdline_rank, parse_pyspy_json, parse_pyspy_text
+from postmortem.parsers.pyspy import MAX_ROWS, cmdline_rank, parse_pyspy_json, parse_pyspy_text
 from postmortem import stacks as st
-from postmortem.discover import Source, discover
+from postmortem.ingest.discover import Source, discover
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "stacks")
 
@@ -252,7 +252,7 @@ def test_ten_megabytes_of_thread_lines_are_capped(tmp_path):
     ("x.py:\u0661\u0662", ("x.py", 12)), ("x.py:12\n", ("x.py", 12)), ("<frozen runpy>:88", ("<frozen runpy>", 88)),
 ])
 def test_parse_frame_location(loc, want):
-    from parsers.pyspy import LOC_LINE_RE, parse_frame
+    from postmortem.parsers.pyspy import LOC_LINE_RE, parse_frame
     frame = parse_frame("f", loc)
     assert (frame["file"], frame["line"]) == want
     m = LOC_LINE_RE.match(loc)  # the regex the split stands in for

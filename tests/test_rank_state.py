@@ -1,4 +1,4 @@
-"""The rank end-state table (postmortem.rank_state, `a.ranks`): one row per rank, documented columns and dtypes,
+"""The rank end-state table (postmortem.ranks.state, `a.ranks`): one row per rank, documented columns and dtypes,
 and facts that keep the line they came from."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import pandas as pd
 
 import postmortem
-from postmortem.rank_state import COLUMN_DOCS, COLUMNS
+from postmortem.ranks.state import COLUMN_DOCS, COLUMNS
 
 SAMPLES = os.path.join(os.path.dirname(__file__), "..", "samples")
 
@@ -46,7 +46,7 @@ def test_ranks_known_only_from_the_world_size_get_a_row(tmp_path):
 
 
 def test_timestamps_of_different_shapes_in_one_table_all_parse():
-    from postmortem.schema import _times
+    from postmortem.tables.schema import _times
     out = _times(pd.Series(["2026-02-18 10:28:25.496", "2026-02-18T10:48:25.681Z", None, "2024-05-01 10:00:00",
                             "garbage"], dtype=object))
     assert out.notna().tolist() == [True, True, False, True, False]
@@ -54,6 +54,6 @@ def test_timestamps_of_different_shapes_in_one_table_all_parse():
 
 
 def test_the_innermost_of_stacked_stamps_is_the_line_time():
-    from parsers.prefixes import strip_prefixes
+    from postmortem.parsers.prefixes import strip_prefixes
     _, info = strip_prefixes("[2026-03-11T21:02:59.474Z] 2026-02-18T10:48:25.681Z [rank7]:[E218 x.cpp:1] boom")
     assert info["ts"].startswith("2026-02-18") and info["rank"] == 7

@@ -346,5 +346,5 @@ def test_every_sample_reads_right_at_laptop_and_phone_width(browser, all_sample_
 
 
 def i18n_cat(lang: str) -> dict:
-    from reports import i18n
+    from postmortem.reports import i18n
     return i18n.catalogue(lang)

@@ -12,8 +12,8 @@ import re
 import pytest
 
 import postmortem
-from reports.i18n import catalogue
-from reports.sections import rank_ranges
+from postmortem.reports.i18n import catalogue
+from postmortem.reports.sections import rank_ranges
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "fixtures", "report")

@@ -12,17 +12,17 @@ import pandas as pd
 import pytest
 
 import postmortem
-from postmortem import schema
+from postmortem.tables import schema
 from postmortem.api import Analysis
-from postmortem.discover import Source
-from postmortem.findings import Evidence, Finding, Verdict
-from postmortem.tables import Tables
-from reports import evidence as evidence_mod
-from reports import i18n
-from reports.figures import make_figures, to_data_uri
-from reports.render import render_html
-from reports.sections import rank_ranges
-from reports.viewmodel import SECTION_IDS, build_view
+from postmortem.ingest.discover import Source
+from postmortem.verdict.findings import Evidence, Finding, Verdict
+from postmortem.tables.build import Tables
+from postmortem.reports import evidence as evidence_mod
+from postmortem.reports import i18n
+from postmortem.reports.figures import make_figures, to_data_uri
+from postmortem.reports.render import render_html
+from postmortem.reports.sections import rank_ranges
+from postmortem.reports.viewmodel import SECTION_IDS, build_view
 
 XSS = "<script>alert(1)</script>"
 TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reports", "templates")
@@ -87,7 +87,7 @@ def synthetic(world: int = 8, culprit: int = 3, timed: bool = True, log_dir: str
     tables = _tables({"world_size": world, "world_size_inferred": False, "ranks_seen": list(range(world))},
                      events=ev, steps=steps, collectives=coll, stacks=stacks, gpu=gpu, nccl=nccl, sources=src,
                      last_lines=last)
-    from postmortem.odd_lines import odd_lines
+    from postmortem.ranks.odd_lines import odd_lines
     tables.frames["odd_lines"] = odd_lines(tables)
     root = Finding(rule="oom-in-train", category="gpu_oom", confidence=0.86, title=f"CUDA OOM on rank {culprit}",
                    explanation=f"Rank {culprit} ran out of memory at step 40.", remediation="Lower the batch size.",
@@ -336,7 +336,7 @@ def test_sources_table_is_capped_but_keeps_problems():
 
 
 def test_gpu_table_is_capped_but_keeps_faulty_gpus():
-    from reports.sections import MAX_GPU_ROWS
+    from postmortem.reports.sections import MAX_GPU_ROWS
     job = synthetic()
     n = MAX_GPU_ROWS + 40
     job.tables.frames["gpu"] = schema.frame_from_rows("gpu", [
@@ -376,6 +376,16 @@ def test_catalogues_have_the_same_keys_and_templates_use_only_known_keys():
     assert used and used <= set(en), used - set(en)
     for key, text in en.items():
         assert set(re.findall(r"{(\w+)}", text)) == set(re.findall(r"{(\w+)}", zh[key])), key
+
+
+def test_language_files_hold_every_kind_of_words():
+    """reports/lang/*.json: the value words of every language name the same values; translated rule titles name
+    registered rules; translated gaps are pairs (missing, why)."""
+    from postmortem.rules import all_rules
+    assert set(i18n.VALUE_WORDS["zh"]) == set(i18n.VALUE_WORDS["en"])
+    rule_ids = {r.id for r in all_rules()}
+    assert i18n.RULE_TITLES["zh"] and set(i18n.RULE_TITLES["zh"]) <= rule_ids, set(i18n.RULE_TITLES["zh"]) - rule_ids
+    assert i18n.GAPS["zh"] and all(isinstance(v, tuple) and len(v) == 2 for v in i18n.GAPS["zh"].values())
 
 
 def test_templates_hold_no_english_prose():
@@ -459,8 +469,8 @@ def test_gpu_chart_of_a_small_job_labels_every_gpu():
 def test_steps_chart_of_many_ranks_draws_each_kind_of_mark_once():
     from types import SimpleNamespace
 
-    from reports.figures import steps_figure
-    from reports.ranks import Axis
+    from postmortem.reports.figures import steps_figure
+    from postmortem.reports.ranks import Axis
     # 300 ranks: half stopped one report early, at one of two steps; the ranks behind share one colour and one
     # legend entry (a name per identical line would not say which line is whose).
     series = {r: ([1, 2, 3], [10, 20, 30]) if r % 2 else ([1, 2], [10, 20 + r % 4]) for r in range(300)}
@@ -478,8 +488,8 @@ def test_steps_chart_labels_where_ranks_stopped_without_overlapping_labels():
     label left out where it would cover one already placed, and at most MAX_STOP_LABELS."""
     from types import SimpleNamespace
 
-    from reports import figures
-    from reports.ranks import Axis
+    from postmortem.reports import figures
+    from postmortem.reports.ranks import Axis
     # 40 ranks reach step 1000 at report 10; 30 stop earlier: 10 at each of steps 500 (report 5), 510 (report 5,
     # the same spot as 500 on this scale) and 900 (report 9).
     series = {r: (list(range(1, 11)), [100 * i for i in range(1, 11)]) for r in range(40)}
@@ -543,7 +553,7 @@ def test_512_rank_tree_report_stays_small(tmp_path):
 
 
 def test_a_faulty_gpu_beyond_the_series_cap_is_still_drawn():
-    from reports import sections
+    from postmortem.reports import sections
     n = sections.MAX_GPU_SERIES + 16
     labels = _legend(make_figures(_many_gpus(n, lost=n - 2))["gpu_memory"])
     assert f"node{(n - 2) // 8:03d} GPU {(n - 2) % 8} (lost)" in labels, labels
@@ -555,9 +565,9 @@ def test_big_job_timeline_is_drawn_beside_with_the_same_bytes(monkeypatch):
     PNGs as drawing both here; never with another thread alive (a fork copies only the calling thread)."""
     import threading
 
-    from postmortem import beside
-    from reports import figures as figs_mod
-    from reports import ranks as ranks_mod
+    from postmortem.ingest import beside
+    from postmortem.reports import figures as figs_mod
+    from postmortem.reports import ranks as ranks_mod
     if not beside.can_fork() or (os.cpu_count() or 1) < 2 or threading.active_count() > 1:
         pytest.skip("needs fork, two CPUs and no other thread in the test process")
     model = ranks_mod.build(synthetic(world=80, culprit=37))
@@ -592,7 +602,7 @@ def _sample_view(name, lang="en"):
 
 
 def test_a_cited_traceback_shows_its_frame_in_user_code_and_its_exception():
-    from reports.decisive import decisive_lines
+    from postmortem.reports.decisive import decisive_lines
     a = postmortem.analyze(os.path.join(SAMPLES, "uneven_batches_barrier", "logs"), quiet=True)
     paths = {s.source: s.path for s in a.sources}
     tb = a.tables.tracebacks
@@ -606,7 +616,7 @@ def test_a_cited_traceback_shows_its_frame_in_user_code_and_its_exception():
 
 
 def test_a_cited_error_json_is_decoded_into_lines():
-    from reports.decisive import decisive_lines
+    from postmortem.reports.decisive import decisive_lines
     a = postmortem.analyze(os.path.join(SAMPLES, "rank_raises_mid_epoch", "logs"), quiet=True)
     paths = {s.source: s.path for s in a.sources}
     src = next(s for s in paths if s.endswith("attempt_0/2/error.json"))
@@ -641,8 +651,8 @@ def test_charts_are_drawn_for_a_phone_too():
 
 
 def test_timeline_arrows_stay_inside_the_plot():
-    from reports import ranks as ranks_mod
-    from reports.figures import NARROW_IN, timeline_figure
+    from postmortem.reports import ranks as ranks_mod
+    from postmortem.reports.figures import NARROW_IN, timeline_figure
     job = synthetic()
     model = ranks_mod.build(job)
     for width in (10.0, NARROW_IN):
@@ -666,7 +676,7 @@ def test_table_values_are_in_the_reports_language():
 def test_end_rows_of_16384_ranks_group_those_that_ended_alike_culprit_first():
     """A job of 16,384 ranks: each rank names itself, its pid and its own last step in how it ended; the report's
     end rows still fit (ranks that ended alike share a row, steps shown as a range) and the culprit comes first."""
-    from reports.viewmodel import MAX_END_ROWS, end_rows
+    from postmortem.reports.viewmodel import MAX_END_ROWS, end_rows
     n = 16384
     rows = []
     for r in range(n):

@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 
 import postmortem
-from postmortem import discover as discover_mod
-from postmortem import textio
+from postmortem.ingest import discover as discover_mod
+from postmortem.ingest import textio
 
 OOM = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.35 GiB total capacity)"
 TRACEBACK = textwrap.dedent("""\
@@ -56,7 +56,7 @@ def _in_subprocess(code: str, timeout: float = 120) -> dict:
 _RSS_PRELUDE = """
     import json, resource, sys
     import postmortem, pandas
-    from postmortem import textio
+    from postmortem.ingest import textio
     from postmortem.api import analyze
     analyze({warm!r}, jobs=1)  # imports, rule modules and caches first: only the big file's cost is measured
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -159,8 +159,8 @@ def test_gzip_bomb_stops_at_the_documented_expansion_bound(tmp_path):
     assert bound == textio.MIN_EXPANSION_BYTES == 256 << 20  # max(256 MiB, 250 x ~0.85 MB)
     _mkwarm(tmp_path)
     out = _in_subprocess(_RSS_PRELUDE.format(warm=str(tmp_path / "warm")) + f"""
-    from postmortem.discover import discover
-    from parsers import parse_source
+    from postmortem.ingest.discover import discover
+    from postmortem.parsers import parse_source
     src = [s for s in discover({str(tmp_path)!r}) if s.source == "rank0.log.gz"][0]
     res = parse_source(src)
     grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base
@@ -298,7 +298,7 @@ def test_file_that_becomes_unreadable_after_discovery(tmp_path, monkeypatch):
     victim.write_text("step 3\n")
     sources = discover_mod.discover(str(tmp_path))
     _deny(monkeypatch, str(victim))
-    from parsers import parse_source
+    from postmortem.parsers import parse_source
     res = parse_source([s for s in sources if s.source == "rank1.log"][0])
     assert res.problems == ["permission denied"]
 
@@ -603,7 +603,7 @@ def test_csv_line_with_a_quote_and_carriage_return(tmp_path):
 def test_a_parser_process_that_dies_is_named_and_the_rest_parsed(tmp_path, monkeypatch):
     """A file that kills its parser process (OOM killer, a crash in C code) costs that file only."""
     import signal as signal_mod
-    from parsers import base
+    from postmortem.parsers import base
     for r in range(4):
         (tmp_path / f"rank{r}.log").write_text(OOM + "\n" if r == 3 else "step 1\n")
     (tmp_path / "poison.log").write_text("step 2\n")
@@ -657,8 +657,8 @@ def test_tiny_pickle_naming_a_huge_memo_index_costs_no_memory(tmp_path):
     (tmp_path / "fr_rank_1").write_bytes(b"\x80\x05\x96" + struct.pack("<Q", 1 << 40) + b"xyz.")  # BYTEARRAY8 of 1 TiB
     _mkwarm(tmp_path)
     out = _in_subprocess(_RSS_PRELUDE.format(warm=str(tmp_path / "warm")) + f"""
-    from postmortem.discover import discover
-    from parsers import parse_source
+    from postmortem.ingest.discover import discover
+    from postmortem.parsers import parse_source
     res = {{s.source: parse_source(s).problems for s in discover({str(tmp_path)!r})
            if s.source in ("nccl_trace_rank_0", "fr_rank_1")}}
     grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base

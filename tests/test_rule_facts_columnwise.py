@@ -5,9 +5,9 @@ import random
 import pandas as pd
 import pytest
 
-from postmortem import schema
+from postmortem.tables import schema
 from postmortem.rules import crash, facts
-from postmortem.tables import Tables
+from postmortem.tables.build import Tables
 
 
 def _tables(seed: int) -> Tables:

@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from parsers.safeload import UnsafeInput, json_depth, loads_json, loads_pickle_restricted, parse_xml_hardened
+from postmortem.parsers.safeload import UnsafeInput, json_depth, loads_json, loads_pickle_restricted, parse_xml_hardened
 
 
 def test_json_depth_ignores_brackets_in_strings():

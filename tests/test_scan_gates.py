@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from parsers import formats, parse_source, prefilter, textlog
-from postmortem import textio
-from postmortem.discover import discover
+from postmortem.parsers import formats, parse_source, prefilter, textlog
+from postmortem.ingest import textio
+from postmortem.ingest.discover import discover
 
 # What a gradient-checkpointing job prints on every step, and ordinary words that hold the weak triggers.
 NOISE = ["/usr/lib/python3.11/site-packages/torch/utils/checkpoint.py:{n}: UserWarning: None of the inputs have "
@@ -80,7 +80,7 @@ def test_config_echoes_after_the_head_are_each_found(tmp_path, monkeypatch, echo
 def test_scan_pattern_finds_every_sample_behind_a_prefix():
     """The derived scan pattern matches every sample of its format, also after a launcher prefix (the format
     itself matches the message, which `^` anchors)."""
-    from parsers import literal_scan
+    from postmortem.parsers import literal_scan
     if not literal_scan.available():
         pytest.skip("hyperscan not installed")
     scanned = [f for f in formats.FORMATS if f.scan_regex]

@@ -7,8 +7,8 @@ import re
 import pytest
 
 import postmortem
-from postmortem.findings import CATEGORIES, Evidence, Finding
-from postmortem.sentences import finding_sentence, finding_sentence_zh, ranks_phrase, sentence_case
+from postmortem.verdict.findings import CATEGORIES, Evidence, Finding
+from postmortem.verdict.sentences import finding_sentence, finding_sentence_zh, ranks_phrase, sentence_case
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = sorted(d for d in os.listdir(os.path.join(ROOT, "samples"))
@@ -71,7 +71,7 @@ def test_checkpoint_story_names_the_ranks_it_blames():
 
 
 def test_every_rule_has_zh_advice():
-    from postmortem.advice import VARIANT_FIX_ZH, finding_fix
+    from postmortem.verdict.advice import VARIANT_FIX_ZH, finding_fix
     from postmortem.rules import all_rules
     for r in all_rules():
         f = Finding(rule=r.id, category=r.category, confidence=0.9, title="t", explanation="e", remediation="r")
@@ -84,7 +84,7 @@ def test_every_rule_has_zh_advice():
 def test_every_variant_a_rule_concludes_has_zh_fix_and_why(name):
     """Each rule's firing bundle: every finding it makes, in whatever category, has a Chinese fix of its own variant,
     and the verdict has a Chinese why and fix (issue 26: barrier skew must not get the straggler's text)."""
-    from postmortem import advice
+    from postmortem.verdict import advice
     a = postmortem.analyze(os.path.join(ROOT, "tests", "rules", name, "fire"), quiet=True)
     for f in a.finding_list:
         assert advice.finding_fix(f, "zh"), (f.rule, f.category)
@@ -95,7 +95,7 @@ def test_every_variant_a_rule_concludes_has_zh_fix_and_why(name):
 
 def test_the_fix_follows_the_variant_not_the_rule_id():
     """odd-rank-out-stack concludes straggler or barrier_skew: each gets its own advice, in both languages."""
-    from postmortem import advice
+    from postmortem.verdict import advice
     straggler = Finding(rule="odd-rank-out-stack", category="straggler", confidence=0.9, title="t", explanation="e",
                         remediation="Find out why rank 3 is stuck in load (x.py:1)")
     skew = Finding(rule="odd-rank-out-stack", category="barrier_skew", confidence=0.8, title="t", explanation="e",
@@ -141,7 +141,7 @@ def test_missing_values_of_any_kind_never_reach_the_sentence():
 
 
 def test_clip_cuts_at_a_word_and_says_so():
-    from postmortem.sentences import clip
+    from postmortem.verdict.sentences import clip
     assert clip("Timed out waiting 20000ms for recv", 12) == "Timed out …"
     assert clip("short", 12) == "short"
     assert clip("/a/very/long/path/without/spaces/at/all", 10).endswith(" …")   # a long token is cut, and says so
@@ -157,14 +157,14 @@ def test_rule_texts_quote_messages_without_mid_word_cuts():
 
 def test_the_zh_fix_follows_the_phase_as_the_english_one_does():
     a = postmortem.analyze(os.path.join(ROOT, "samples", "sampling_oom_step2000", "logs"), quiet=True)
-    from postmortem import advice
+    from postmortem.verdict import advice
     assert a.verdict.phase == "sample" and "sampling" in a.verdict.fix
     assert "采样" in advice.verdict_fix(advice.advise(a.finding_list, a.ranks), "zh")
 
 
 def test_steps_by_rank_quotes_steps_only_when_the_gap_exceeds_the_reporting_interval():
     import pandas as pd
-    from postmortem.advice import steps_by_rank
+    from postmortem.verdict.advice import steps_by_rank
     ranks = pd.DataFrame({"rank": [0, 1, 2], "last_step": pd.array([60, 61, 61], dtype="Int64")})
     every_step = pd.DataFrame({"rank": [0, 0, 1, 1], "line": [1, 2, 3, 4], "step": [59, 60, 60, 61],
                                "phase": ["train"] * 4})

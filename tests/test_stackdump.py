@@ -5,11 +5,11 @@ import os
 
 import pytest
 
-from parsers import base, embedded, stackdump, textlog
-from parsers.pyspy import MAX_ROWS
-from parsers.stackdump import parse_rank_log_faulthandler, parse_stack_dump
+from postmortem.parsers import base, embedded, stackdump, textlog
+from postmortem.parsers.pyspy import MAX_ROWS
+from postmortem.parsers.stackdump import parse_rank_log_faulthandler, parse_stack_dump
 from postmortem import stacks as st
-from postmortem.discover import Source, discover, sniff_kind
+from postmortem.ingest.discover import Source, discover, sniff_kind
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "stacks")
 
@@ -45,7 +45,7 @@ def test_discovery_kinds(name, kind):
 
 
 def test_kinds_and_registration():
-    from postmortem.discover import KINDS
+    from postmortem.ingest.discover import KINDS
     assert "stack_dump" in KINDS
     assert textlog.parse_textlog in base._REGISTRY["stack_dump"]  # the line parser still runs on dumps
     assert stackdump.parse_stack_dump in base._REGISTRY["stack_dump"]
@@ -103,7 +103,7 @@ def test_gdb_thread_apply_all_pybt_and_bt_merge_per_thread():
 
 
 def test_one_stack_has_one_signature_in_pyspy_gdb_and_faulthandler():
-    from parsers.pyspy import parse_pyspy_text
+    from postmortem.parsers.pyspy import parse_pyspy_text
     pyspy = parse_pyspy_text(_src("pyspy_py311_hang_threads.txt")).rows["stacks"]
     gdb = _rows("gdb_py311_thread_apply_all_pybt_and_bt.txt")
     fh = _rows("faulthandler_py311_dump_later.txt")

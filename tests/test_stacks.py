@@ -6,11 +6,11 @@ import os
 import pandas as pd
 import pytest
 
-from parsers.pyspy import parse_pyspy_json, parse_pyspy_text
-from parsers.stackdump import parse_rank_log_faulthandler, parse_stack_dump
-from postmortem import schema
+from postmortem.parsers.pyspy import parse_pyspy_json, parse_pyspy_text
+from postmortem.parsers.stackdump import parse_rank_log_faulthandler, parse_stack_dump
+from postmortem.tables import schema
 from postmortem import stacks as st
-from postmortem.discover import discover
+from postmortem.ingest.discover import discover
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "stacks")
 PARSERS = {"pyspy": parse_pyspy_text, "pyspy_json": parse_pyspy_json, "stack_dump": parse_stack_dump,
@@ -128,6 +128,13 @@ def test_classify_torchrun_dump():
     ([_f("select", "selectors.py"), _f("_run_once", "asyncio/base_events.py")], "idle"),
     ([_f("train", "train.py")], "unknown"),
     ([], "unknown"),
+    # a progress bar's iteration wrapper hands on the wrapped iterable's items: not the bar blocking (a cut
+    # traceback's innermost frame; the DataLoader below it was lost); the bar's own drawing and locks are
+    ([_f("__iter__", "tqdm/std.py", 1168), _f("train_pipeline", "/home/u/mytrainer.py", 182)], "unknown"),
+    ([_f("track", "rich/progress.py"), _f("train", "train.py")], "unknown"),
+    ([_f("__next__", "torch/utils/data/dataloader.py"), _f("__iter__", "tqdm/std.py"), _f("train", "train.py")],
+     "data_loading"),
+    ([_f("refresh", "tqdm/std.py"), _f("__iter__", "tqdm/std.py"), _f("train", "train.py")], "logging"),
     # a specific library beats generic plumbing: wandb's router thread reads an mp queue, it is not data loading
     ([_f("get", "multiprocessing/queues.py"), _f("_read_message", "wandb/sdk/interface/router_queue.py")], "logging"),
     # the innermost activity wins: a barrier inside checkpoint saving is a collective wait
@@ -237,8 +244,8 @@ def test_rank_ranges():
 
 
 def test_tables_join_dumped_pids_to_nccl_ranks(tmp_path):
-    from parsers.base import parse_source
-    from postmortem import tables
+    from postmortem.parsers.base import parse_source
+    from postmortem.tables import build as tables
     (tmp_path / "nccl.log").write_text(
         "node1:6044:6050 [0] NCCL INFO comm 0x55d0a rank 3 nranks 4 cudaDev 0 busId 3b000 commId 0x1234 - Init COMPLETE\n"
         "node1:6044:6050 [0] NCCL INFO comm 0x55d0a rank 3 nranks 4 cudaDev 0 busId 3b000 commId 0x1234 - Init COMPLETE\n")

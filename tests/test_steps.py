@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from parsers import steps
+from postmortem.parsers import steps
 
 _LINES = [
     "step 12 loss 2.5", "Step: 3/100 | loss=0.5", "[step 7] lr 1e-4", "global_step=42, loss: nan", "it 5", "Iter #3",
@@ -37,7 +37,7 @@ def test_hf_dict_reader_agrees_with_literal_eval():
     import ast
     import random
 
-    from parsers.steps import _hf_dict
+    from postmortem.parsers.steps import _hf_dict
     toks = ["1", "0", "00", "01", "1.5", "-1.5", "1.", "0.0001", "1e-05", "1E5", "01e5", "00.5", ".5", "-.5", "None",
             "True", "False", "'a b'", "''", "1_000", "0x1f", "nan", "-0", "1.2.3", "[1, 2]", "{'a': 1}", "1e", "-",
             "'a\\'b'"]

@@ -8,10 +8,10 @@ import random
 import pandas as pd
 import pytest
 
-from parsers.base import ParseResult, compact, parse_source
-from postmortem import tables_builder
-from postmortem.discover import Source, discover
-from postmortem.tables_builder import Numbers, TableBuilder
+from postmortem.parsers.base import ParseResult, compact, parse_source
+from postmortem.tables import fold as tables_builder
+from postmortem.ingest.discover import Source, discover
+from postmortem.tables.fold import Numbers, TableBuilder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 import postmortem
-from reports import ranks as ranks_mod
+from postmortem.reports import ranks as ranks_mod
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from postmortem import textio
+from postmortem.ingest import textio
 
 PIECES = [b"hello", "é日本".encode(), b"\xe2\x82", b"\xff", b"\r", b"\x1b[31m", b"\x00", b"x" * 100, b"  ",
           b"\xef\xbb\xbf"]

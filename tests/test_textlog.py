@@ -5,8 +5,8 @@ import gzip
 import os
 
 import postmortem
-from parsers import parse_source
-from postmortem.discover import discover
+from postmortem.parsers import parse_source
+from postmortem.ingest.discover import discover
 
 SHARED = os.path.join(os.path.dirname(__file__), "rules")
 
@@ -109,14 +109,14 @@ def _variants(line):
 
 
 def test_config_hint_equals_its_regex():
-    from parsers.textlog import CONFIG_HINT_RE, config_hint
+    from postmortem.parsers.textlog import CONFIG_HINT_RE, config_hint
     for line in _GATE_LINES:
         for v in _variants(line):
             assert config_hint(v) == bool(CONFIG_HINT_RE.search(v)), v
 
 
 def test_message_rank_and_template_equal_the_plain_loops():
-    from parsers.textlog import MSG_RANK_RES, TEMPLATE_MASKS, message_rank, template_of
+    from postmortem.parsers.textlog import MSG_RANK_RES, TEMPLATE_MASKS, message_rank, template_of
     for line in _GATE_LINES:
         for v in _variants(line):
             want = None

@@ -4,9 +4,9 @@ from __future__ import annotations
 import glob
 import os
 
-from parsers.base import parse_source
-from parsers.torchrun_error import epoch_to_iso, parse_callstack, parse_torchrun_error
-from postmortem.discover import Source, discover
+from postmortem.parsers.base import parse_source
+from postmortem.parsers.torchrun_error import epoch_to_iso, parse_callstack, parse_torchrun_error
+from postmortem.ingest.discover import Source, discover
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "torchrun_error")
 
@@ -71,7 +71,7 @@ def test_deeply_nested_json_is_refused_before_parsing():
 
 
 def test_oversized_file_not_loaded(tmp_path, monkeypatch):
-    import parsers.torchrun_error as te
+    import postmortem.parsers.torchrun_error as te
     monkeypatch.setattr(te, "MAX_ERROR_FILE", 100)
     p = tmp_path / "error.json"
     p.write_text('{"message": "' + "x" * 500 + '"}')

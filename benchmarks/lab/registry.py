@@ -299,6 +299,71 @@ _M += [
          root="HF Trainer (tiny GPT-2) under torchrun: a clean run to max_steps={step}.", **_FW),
 ]
 
+# ---- issue 31: the culprit's own evidence (who diverged first, what it said before it went); explicit launchers,
+# four each, so a change to the rotation leaves them where they are
+_M += [
+    dict(name="log-then-exit", script="log_then_exit.py", cls="rank_crash", categories=("rank_crash",),
+         check="exception", exc="SystemExit", needs_fault=True,
+         launchers=["torchrun-tee", "spawn", "slurm", "jsonl"],
+         root="At step {step} rank {c}'s data check finds an empty batch (a truncated shard file); it logs "
+              "'ERROR ... data check failed: empty batch at step {step} (shard {c}); exiting' and calls sys.exit(1) "
+              "(no traceback of its own); ranks {others} lose it in the next all_reduce or are terminated."),
+    dict(name="collate-keyerror", script="collate_keyerror.py", cls="rank_crash",
+         categories=("rank_crash", "dataloader_failure"), check="exception", exc="KeyError", needs_fault=True,
+         launchers=["torchrun-console", "slurm", "accelerate", "jsonl"],
+         root="One record of rank {c}'s shard has no 'label' (exported before the label join); the custom collate_fn, "
+              "run in a DataLoader worker, raises KeyError for the batch of step {step} and rank {c}'s main process "
+              "re-raises it ('Caught KeyError in DataLoader worker process N'); ranks {others} wait in all_reduce."),
+    dict(name="getitem-keyerror", script="getitem_keyerror.py", cls="rank_crash",
+         categories=("rank_crash", "dataloader_failure"), check="exception", exc="KeyError", needs_fault=True,
+         launchers=["torchrun-tee", "spawn", "torchrun-redirects", "collect"],
+         root="Rank {c}'s shard holds a token its vocabulary lacks (a newer tokenizer); Dataset.__getitem__ raises "
+              "KeyError in a DataLoader worker for the batch of step {step} and rank {c} re-raises it ('Caught "
+              "KeyError in DataLoader worker process N'); ranks {others} wait in all_reduce."),
+    dict(name="monitored-barrier-slow", script="monitored_barrier_slow.py", cls="straggler",
+         categories=("straggler",), check="hang", culprit="nonzero", params=HANG,
+         extra=lambda rng, ws, l: {"epochs": 3, "epoch": rng.choice([1, 2])},
+         launchers=["torchrun-tee", "slurm", "spawn", "torchrun-console"],
+         root="Every epoch each rank cleans its own text shard, then dist.monitored_barrier(wait_all_ranks=True, "
+              "timeout={p[pg_timeout]} s); in epoch {p[epoch]} rank {c}'s cleaning runs ~2.5 x the timeout, rank 0 "
+              "raises 'Ranks {c} failed to pass monitoredBarrier' and ranks {others} fail after it."),
+    dict(name="tqdm-eval-past-timeout", script="tqdm_eval_past_timeout.py", cls="straggler",
+         categories=("straggler",), check="hang", params=HANG,
+         launchers=["torchrun-tee", "slurm", "torchrun-redirects", "collect"],
+         root="At step {step} rank {c} evaluates behind a tqdm bar ('Evaluating: ...% [elapsed<remaining]') for "
+              "~2.5 x the {p[pg_timeout]} s timeout (no collective); ranks {others} time out in the gradient "
+              "all_reduce while the bar's elapsed time passes the timeout."),
+    dict(name="metrics-push-hang", script="metrics_push_hang.py", cls="logging_blocking",
+         categories=("logging_blocking",), check="hang", params=HANG,
+         launchers=["torchrun-tee", "slurm", "spawn", "jsonl"],
+         root="Rank {c} pushes metrics every 2 steps with urllib.request.urlopen and no timeout; from step {step} the "
+              "gateway accepts and never answers, rank {c} blocks in SocketIO.readinto under MetricsPusher.push and "
+              "ranks {others} time out in all_reduce."),
+    dict(name="nan-spreads-allreduce", script="nan_spreads_allreduce.py", cls="nan_inf", categories=("nan_inf",),
+         check="failed", ws=(3, 3, 4, 4, 5), launchers=["jsonl", "torchrun-tee", "slurm", "spawn"],
+         root="From step {step} rank {c}'s rows carry a feature in the wrong unit, its sigmoid saturates and its "
+              "hand-written BCE is NaN at step {step}; DDP spreads the NaN gradients (the others log a NaN grad norm "
+              "at {step}, NaN losses from the next step). At the end rank 0's np.histogram of the scores raises "
+              "ValueError on the NaN range; the origin is rank {c}'s first non-finite loss."),
+    dict(name="allgather-size-mismatch", script="allgather_size_mismatch.py", cls="barrier_skew",
+         categories=("barrier_skew", "ddp_usage_error"), check="failed", ws=(3, 4, 4, 5),
+         launchers=["torchrun-tee", "slurm", "torchrun-redirects", "spawn"],
+         root="Rank {c} loads one more validation example than the others (it logs the count); at step {step} "
+              "all_gather of per-example scores sized from each rank's own shard receives a longer tensor than a "
+              "peer expects and that peer aborts in gloo ('op.preamble.length <= op.nbytes'); the rest fail after."),
+    dict(name="subgroup-skip", script="subgroup_skip.py", cls="barrier_skew", categories=("barrier_skew",),
+         check="hang", ws=(4, 4, 6), params=HANG, launchers=["torchrun-tee", "slurm", "spawn", "collect"],
+         root="Ranks are paired in sub-groups for a head's gradients; at step {step} rank {c} logs that it skips the "
+              "head loss and skips its pair's all_reduce: its partner waits in the pair's all_reduce, everyone else "
+              "in the world all_reduce, until the {p[pg_timeout]} s timeout."),
+    dict(name="conditional-sync", script="conditional_sync.py", cls="barrier_skew", categories=("barrier_skew",),
+         check="failed", ws=(3, 4, 4, 5), params=HANG,
+         launchers=["torchrun-tee", "slurm", "torchrun-console", "jsonl"],
+         root="Validation all_reduces a rare-class recall only on ranks whose batch held a rare example; at step "
+              "{step} rank {c}'s did not, so it skips that all_reduce and enters the next one (an int64 flag) while "
+              "ranks {others} reduce the recall: the collectives do not match."),
+]
+
 # launchers some mechanisms ran under before the rotation took its present form: kept in the plan (--redo finds them)
 EXTRA = {"uneven-shards": ["accelerate", "jsonl"], "watchdog-sigkill": ["jsonl"], "keyerror-bad-record": ["slurm"],
          "max-steps": ["spawn", "torchrun-restarts"]}

@@ -42,7 +42,7 @@ FAMILIES = [
       ["overflow"],
       "An fp16 step overflowed: the optimizer skipped it and lowered the loss scale. A few at the start are "
       "calibration; a scale that keeps halving to its minimum at the end of a log is a numeric failure "
-      "(parsers.loss_scale decides from the trajectory).",
+      "(postmortem.parsers.loss_scale decides from the trajectory).",
       evidence=[("deepspeed", r"OVERFLOW! Rank|Overflow detected\. Skipping step|loss scale overflow! Skipping"),
                 ("apex", r"^Gradient overflow|^OVERFLOW within closure|Gradient overflow, skipping update"),
                 ("fairseq", r"overflow detected, setting scale")]),
@@ -512,7 +512,7 @@ FAMILIES = [
                        r"TCP client failed to connect/validate to host ⟪\{\}⟫:⟪\{\}⟫ - retrying")],
       evidence=[("torch", r"^Rendezvous attempt failed, will retry")],
       joins=[("torch", "The client socket has failed to connect to {} {}.")]),
-    F("tcpstore-address-in-use", "rank_crash", ROOT, ["crashed"],
+    F("tcpstore-address-in-use", "nccl_error", ROOT, ["crashed"],
       r"[Aa]ddress already in use|EADDRINUSE|errno: 98\b|The server socket has failed to (?:bind|listen on)",
       ["address", "eaddrinuse", "errno", "server"],
       "The store (or another server) could not bind its port because something already listens there: this "

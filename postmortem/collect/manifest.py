@@ -12,7 +12,7 @@ MARKER = "postmortem-collect"   # the `collector` value: lets tools recognise a 
 
 def captured_files(node_dir: str) -> list[dict]:
     """Every file under the node directory with the kind the analyzer will see it as."""
-    from postmortem.discover import discover
+    from postmortem.ingest.discover import discover
     out = []
     for src in discover(node_dir):
         if src.source == MANIFEST_NAME:

@@ -8,10 +8,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from postmortem.findings import CATEGORIES, SEVERITIES, Finding
+from postmortem.verdict.findings import CATEGORIES, SEVERITIES, Finding
 
 BUILTIN_FAMILIES = ("memory", "collectives", "hangs", "io", "numerics", "hardware", "crash", "endstate", "flight",
-                    "asymmetry")
+                    "asymmetry", "timing", "stopped")
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ import re
 
 import pandas as pd
 
-from postmortem.findings import Finding
-from postmortem.sentences import clip, ranks_phrase
+from postmortem.verdict.findings import Finding
+from postmortem.verdict.sentences import clip, ranks_phrase
 from postmortem.rules import facts, rule
 
 
@@ -105,7 +105,8 @@ def bare_timeout(tables):
                     severity="error", culprit_ranks=lag,
                     explanation="Ranks timed out waiting in a collective. "
                                 + (f"The lagging rank is known ({lag_why}), but " if lag else "")
-                                + "nothing in the logs shows what the rank they waited for was doing.",
+                                + ("nothing" if lag else "Nothing") + " in the logs shows what the rank they "
+                                  "waited for was doing.",
                     remediation="Collect py-spy dumps and flight-recorder traces on the next hang.",
                     affected_ranks=waiting, evidence=lag_ev + facts.evidence_from(t, 4), order=(1, float("inf")))]
 
@@ -138,7 +139,7 @@ def fatal_signal_in_nccl(tables):
                       & (frames["line"] <= s.line + _BACKTRACE_LINES)]
         if same.empty:
             continue
-        from postmortem.ends import fatal_signal_name
+        from postmortem.ranks.ends import fatal_signal_name
         name = fatal_signal_name(s.details, str(s.message)) or "a fatal signal"
         culprit = [] if _na(s.rank) else [int(s.rank)]
         shm = (" SIGBUS inside NCCL is the shared-memory transport touching a /dev/shm page beyond the tmpfs "

@@ -7,7 +7,8 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from postmortem.findings import Evidence
+from postmortem.stacks.frames import in_thread  # noqa: F401 - rules call it as facts.in_thread
+from postmortem.verdict.findings import Evidence
 
 # Exceptions that are consequences of another rank's failure, not causes.
 CASCADE_EXC = re.compile(
@@ -40,11 +41,11 @@ RECOVERABLE_KINDS = ("oom", "host_oom", "checkpoint_error", "dataloader", "cuda_
 
 
 def fatal(tables, df: pd.DataFrame) -> pd.DataFrame:
-    """Rows of `df` (events) after which their stream did not go on (postmortem.ends: later training steps or an
+    """Rows of `df` (events) after which their stream did not go on (postmortem.ranks.ends: later training steps or an
     end-of-training marker in the same stream, or a zero exit of the rank)."""
     if df.empty:
         return df
-    from postmortem.ends import _GoesOn
+    from postmortem.ranks.ends import _GoesOn
     goes = getattr(tables, "_goes_on", None)
     if goes is None:
         goes = _GoesOn(tables)
@@ -126,12 +127,21 @@ def root_tracebacks(tables) -> pd.DataFrame:
     tb = tables.tracebacks
     if tb.empty:
         return tb
-    from postmortem.ends import handled_tracebacks
+    from postmortem.ranks.ends import handled_tracebacks
     handled = handled_tracebacks(tables)  # the program went on after it: handled, never a cause
     # read column-wise: a Series per row costs ~50 us, and an error flood keeps thousands of tracebacks
-    keep = [not h and not _is_cascade(t, m)
+    keep = [not h and not _is_cascade(t, m) and not _catalog_consequence(t, m)
             for t, m, h in zip(tb["exc_type"].tolist(), tb["exc_message"].tolist(), handled)]
     return tb[pd.Series(keep, index=tb.index, dtype=bool)]
+
+
+@lru_cache(maxsize=4096)
+def _catalog_consequence(exc_type, exc_message) -> bool:
+    """The message catalog knows the exception as a consequence (a peer-gone or waiting family whose words the
+    regexes above do not hold, e.g. `Rank 1 successfully reached monitoredBarrier, but received errors`)."""
+    from postmortem import catalog
+    info = catalog.classify_exception(str(exc_type or ""), str(exc_message or "")[:600])
+    return info.role == "consequence" and info.basis == "family"
 
 
 def frame_funcs(frames) -> list[str]:
@@ -142,17 +152,6 @@ def frame_funcs(frames) -> list[str]:
 def frames_text(frames) -> str:
     """Frames flattened to one lower-case string (func, file and code) for keyword tests."""
     return " | ".join(f"{f.get('func', '')} {f.get('file', '')} {f.get('code', '')}" for f in (frames or [])).lower()
-
-
-def in_thread(frames) -> bool:
-    """True for a traceback raised in a thread other than the main one: CPython's threading.Thread._bootstrap_inner
-    catches it and prints it through threading.excepthook ('Exception in thread NAME:'), and the process goes on."""
-    outer = [f for f in (frames or []) if not f.get("native")]
-    if not outer:
-        return False
-    last = outer[-1]  # frames are innermost first
-    return str(last.get("file", "")).replace("\\", "/").endswith("threading.py") and \
-        last.get("func") in ("_bootstrap_inner", "_bootstrap")
 
 
 def world_ranks(tables) -> list[int]:
@@ -198,7 +197,7 @@ def laggards(tables) -> tuple[list[int], str, list[Evidence]]:
     fr = coll[coll["line"].isna()] if len(coll) else coll
     if len(fr):
         try:
-            from postmortem.fr_match import match_collectives
+            from postmortem.ranks.fr_match import match_collectives
             div = match_collectives(fr).first_divergence
         except Exception:
             div = None

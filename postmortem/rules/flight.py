@@ -5,9 +5,9 @@ from collections import Counter
 
 import pandas as pd
 
-from postmortem.sentences import clip
-from postmortem.findings import Evidence, Finding
-from postmortem.fr_waits import Attribution, Blame, RankView, attribute
+from postmortem.verdict.sentences import clip
+from postmortem.verdict.findings import Evidence, Finding
+from postmortem.ranks.fr_waits import Attribution, Blame, RankView, attribute
 from postmortem.rules import facts, rule
 
 _CATEGORY = {"host": "straggler", "device": "straggler", "mixed": "straggler", "no_dump": "straggler",

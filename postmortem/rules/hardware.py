@@ -5,8 +5,8 @@ import re
 
 import pandas as pd
 
-from postmortem.sentences import clip
-from postmortem.findings import Finding
+from postmortem.verdict.sentences import clip
+from postmortem.verdict.findings import Finding
 from postmortem.rules import facts, rule
 
 APP_XIDS = {13, 31, 43, 45, 69}   # usually the application (illegal access, killed channel), not the hardware

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from postmortem.findings import Finding
-from postmortem.sentences import clip, ranks_phrase, sentence_case
+from postmortem.verdict.findings import Finding
+from postmortem.verdict.sentences import clip, ranks_phrase, sentence_case
 from postmortem.rules import facts, rule
 
 

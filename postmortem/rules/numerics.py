@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from postmortem.sentences import clip
-from postmortem.findings import Finding
+from postmortem.verdict.sentences import clip
+from postmortem.verdict.findings import Finding
 from postmortem.rules import facts, rule
 
 
@@ -33,6 +33,10 @@ def nan_loss(tables):
     if len(st_nan) and st_nan.iloc[0]["step"] == st_nan.iloc[0]["step"]:
         step = int(st_nan.iloc[0]["step"])
     culprit = _first_nan_ranks(tables, nan, st_nan)
+    from postmortem.ranks.nonfinite import origin
+    came_from = origin(tables, nan, facts.world_ranks(tables)) if len(nan) else None
+    if came_from is not None:  # the rank whose own loss turned first, by step (the others got it by all-reduce)
+        culprit, step = came_from.ranks, came_from.step
     if step is None and len(nan):  # the step the first NaN line names ('non-finite loss nan at step 37')
         own = nan[nan["rank"].isin(culprit)] if culprit else nan
         for msg in (own if len(own) else nan)["message"]:
@@ -47,6 +51,10 @@ def nan_loss(tables):
     if len(warn):
         w = warn.iloc[0]
         why += f", after the warning '{clip(str(w['message']), 120)}' (line {w['line']}), which names the operation"
+    if came_from is not None:
+        firsts = ", ".join(f"rank {r} at step {s}" for r, s in sorted(came_from.later.items())[:4])
+        why += (f" while the other ranks' own losses were still finite ({firsts} turned later): its batch made the "
+                "first non-finite value, and DDP's gradient all-reduce carried it to every rank")
     why += ". Once a loss is NaN every update spreads it; the job then diverges, stops, or a NaN check aborts it."
     return [Finding(rule="nan-loss", category="nan_inf", confidence=conf, title="Loss became NaN/Inf",
                     explanation=why,
@@ -54,7 +62,8 @@ def nan_loss(tables):
                                 "filter degenerate samples), lower the learning rate or fix the warmup schedule, "
                                 "clip gradients; torch.autograd.set_detect_anomaly(True) finds the first NaN.",
                     culprit_ranks=culprit, step=step,
-                    evidence=facts.evidence_from(warn, 2) + facts.evidence_from(nan, 4),
+                    evidence=facts.evidence_from(warn, 2) + (came_from.evidence if came_from is not None else [])
+                    + facts.evidence_from(nan, 4),
                     order=facts.order_key(first), explains=("rank_crash", "collective_timeout"))]
 
 
@@ -85,7 +94,7 @@ def _first_nan_ranks(tables, nan, st_nan) -> list[int]:
 def loss_scale_trajectories(tables) -> dict:
     """Per output stream (rank, else file), the loss-scale events in line order, with the training steps the stream
     reported after its last one: {(rank, source): (events, rows, steps_after)}."""
-    from parsers import loss_scale
+    from postmortem.parsers import loss_scale
     ls = facts.ev(tables, "loss_scale")
     out: dict = {}
     for rank, source, line, msg in zip(ls["rank"].tolist(), ls["source"].tolist(), ls["line"].tolist(),
@@ -120,8 +129,8 @@ def loss_scale_trajectories(tables) -> dict:
                   "(torch.autograd.set_detect_anomaly on one step, check attention/softmax in fp16).",
       false_positives=("Skips while the scaler calibrates at the start of training (the scale then grows back).",))
 def loss_scale_collapse(tables):
-    from parsers import loss_scale
-    from postmortem.ends import _GoesOn
+    from postmortem.parsers import loss_scale
+    from postmortem.ranks.ends import _GoesOn
     goes = _GoesOn(tables)
     bad = []
     for (rank, _), (events, rows, after) in loss_scale_trajectories(tables).items():

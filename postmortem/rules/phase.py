@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from postmortem.sentences import clip
+from postmortem.verdict.sentences import clip
 from postmortem.rules import facts
 
 # Function/file words that place a frame in a phase. Checked innermost (most specific) first.

@@ -89,3 +89,12 @@ def cap_frames(frames: list[dict]) -> tuple[list[dict], int]:
     return frames[:inner] + frames[-_KEEP_OUTER:], len(frames) - MAX_FRAMES
 
 
+def in_thread(frames) -> bool:
+    """True for a traceback raised in a thread other than the main one: CPython's threading.Thread._bootstrap_inner
+    catches it and prints it through threading.excepthook ('Exception in thread NAME:'), and the process goes on."""
+    outer = [f for f in (frames or []) if not f.get("native")]
+    if not outer:
+        return False
+    last = outer[-1]  # frames are innermost first
+    return str(last.get("file", "")).replace("\\", "/").endswith("threading.py") and \
+        last.get("func") in ("_bootstrap_inner", "_bootstrap")
