@@ -321,8 +321,7 @@ FORMAT_DEFS: list[dict] = [
                  ("PyTorch version: 2.1.0+cu121", {"torch_version": "2.1.0+cu121"}),
                  ("torch==2.13.0", {"torch_pin": "2.13.0"})]},
 ]
-FORMAT_DEFS += stop_formats.DEFS  # how jobs are ended from outside (parsers/stop_formats.py)
-FORMAT_DEFS += launcher_formats.DEFS  # mpirun's endings (parsers/launcher_formats.py)
+FORMAT_DEFS += stop_formats.DEFS + launcher_formats.DEFS  # jobs ended from outside; mpirun's endings
 
 @dataclass(frozen=True)
 class LineFormat:
