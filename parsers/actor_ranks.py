@@ -15,6 +15,11 @@ LISTING_RE = regex.compile(r"\bpid=(?P<pid>\d{1,9})\) world_rank=(?P<rank>\d{1,6
 ACTOR_RE = regex.compile(r"(?:\x1b\[[0-9;]{0,12}m)?\((?P<actor>[A-Za-z_][\w.]{0,80}) pid=(?P<pid>\d{1,9})(?:, ip=[\d.:a-fA-F]{1,45})?\)")
 
 
+# Ray's log deduplication (ray/_private/ray_logging: `... [repeated 2x across cluster]`) appends this to a line that
+# several actors printed; the line is the same text without it
+DEDUP_RE = regex.compile(r" ?(?:\x1b\[[0-9;]{0,12}m)? ?\[repeated \d{1,9}x across cluster\](?:\x1b\[[0-9;]{0,12}m)?\s{0,4}$")
+
+
 class ActorRanks:
     """pid -> world rank from Ray Train's worker listings, learned from the file's first lines and as lines go by."""
 
@@ -38,12 +43,16 @@ class ActorRanks:
         m = ACTOR_RE.match(line)
         return self.ranks.get(int(m.group("pid"))) if m else None
 
-    def note(self, line: str, info: dict) -> None:
-        """Learn from the line, and give it its rank in `info` when its prefix names a listed pid."""
+    def note(self, line: str, info: dict) -> str:
+        """Learn from the line, give it its rank in `info` when its prefix names a listed pid; the line without Ray's
+        deduplication suffix."""
         self.learn(line)
         rank = self.rank_of(line)
         if rank is not None and info.get("rank") is None:
             info["rank"] = rank
+        if "across cluster" in line:
+            line = DEDUP_RE.sub("", line)
+        return line
 
 
 def scheme_for(head_lines: list[str]) -> ActorRanks | None:

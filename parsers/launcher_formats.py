@@ -1,6 +1,6 @@
 """Line formats of launchers' own endings that name the rank that ended a job, beyond torchrun/srun/mp.spawn
 (formats.py): Open MPI's mpirun (orte/tools/orterun/help-orterun.txt and orte/mca/errmgr help texts, printed
-verbatim by Open MPI 4.x). Same declaration shape as formats.FORMAT_DEFS, which appends these."""
+verbatim by Open MPI 4.x) and Ray Train's report of a worker whose process died. Same declaration shape as formats.FORMAT_DEFS, which appends these."""
 from __future__ import annotations
 
 DEFS: list[dict] = [
@@ -20,4 +20,12 @@ DEFS: list[dict] = [
      "triggers": ["Process name: [["],
      "pattern": r"^\s*Process name: \[\[\d{1,10},\d{1,10}\],(?P<task>\d{1,7})\]\s*$",
      "samples": [("  Process name: [[28186,1],2]", {"task": "2"})]},
+    # Ray Train v2 (train/v2/_internal/exceptions.py WorkerHealthCheckFailedError): "A worker health check failed.\n
+    # Worker info: Worker(... distributed_context=DistributedContext(world_rank=R, world_size=N, ...) ...)" then "The
+    # actor died unexpectedly before finishing this task." -- the process of rank R died (os._exit, a signal, a kill)
+    {"name": "ray-worker-died", "kind": "exit", "level": "error",
+     "triggers": ["distributed_context=DistributedContext(world_rank="],
+     "pattern": r"distributed_context=DistributedContext\(world_rank=(?P<task>\d{1,7}), world_size=\d{1,7}",
+     "samples": [("  distributed_context=DistributedContext(world_rank=1, world_size=5, local_rank=1, local_world_size=5,"
+                  " node_rank=0),", {"task": "1"})]},
 ]

@@ -185,7 +185,7 @@ class _Scheme:
                 info["host"] = m.group("host")
                 line = line[m.end():]
         if self.actors is not None:
-            self.actors.note(line, info)
+            line = self.actors.note(line, info)
         if self.srun:
             m = SRUN_LABEL_RE.match(line)
             if m:

@@ -337,6 +337,9 @@ def _exit_end(ends: _Ends, rank, d: dict, msg: str, rec) -> None:
     elif d.get("format") == "mpirun-first-nonzero":  # mpirun names the first process to exit non-zero
         ends.add(rank, "left", "exit code non-zero (mpirun: the first process to do so)", rec.source, rec.line,
                  rec.ts)
+    elif d.get("format") == "ray-worker-died":  # Ray Train: this rank's worker process died (health check failed)
+        ends.add(rank, "left", "the worker process died (Ray Train: worker health check failed)", rec.source,
+                 rec.line, rec.ts)
 
 
 def _inferred_exits(tables, rows: dict, ends: _Ends) -> None:
@@ -407,12 +410,14 @@ class _GoesOn:
         """True when the stream of (rank, source) went on training or ended normally after `line`."""
         if self.all_normal or not _null(rank) and int(rank) in self.exited_ok:
             return True
-        if source in self.unordered:
-            return False
         if _null(rank) and not _null(line) and self._every_rank_went_on(source, int(line)):
             return True
         lines = self.after.get((_rank_key(rank), source))
         if not lines or _null(line):
+            return False
+        if source in self.unordered and lines[0] > int(line):
+            # every report of the rank came after the traceback: one pipe's batch forwarded behind the other's
+            # (Ray's log monitor), not progress after it; progress on both sides of it is
             return False
         # A stream without a rank mixes processes: another rank's last few reports can follow a crash, so it went
         # on only when several more came (one process printing on).
