@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import regex
 
-from postmortem.parsers import stop_formats
+from postmortem.parsers import launcher_formats, stop_formats
 from postmortem.parsers.prefixes import sample_match
 
 # level: "error" (a failure signal), "warning", "info" (progress/context). `triggers` are cheap substrings, one of
@@ -322,8 +322,7 @@ FORMAT_DEFS: list[dict] = [
                  ("PyTorch version: 2.1.0+cu121", {"torch_version": "2.1.0+cu121"}),
                  ("torch==2.13.0", {"torch_pin": "2.13.0"})]},
 ]
-FORMAT_DEFS += stop_formats.DEFS  # how jobs are ended from outside (parsers/stop_formats.py)
-
+FORMAT_DEFS += stop_formats.DEFS + launcher_formats.DEFS  # jobs ended from outside; mpirun's endings
 
 @dataclass(frozen=True)
 class LineFormat:

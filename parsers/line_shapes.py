@@ -7,7 +7,7 @@ import re
 import regex
 
 from postmortem.parsers import formats as fmts
-from postmortem.parsers import embedded, learned_prefix, tb_shapes
+from postmortem.parsers import actor_ranks, embedded, learned_prefix, tb_shapes
 from postmortem.parsers.prefixes import strip_prefixes
 
 
@@ -32,7 +32,10 @@ MSG_RANK_RES = [
     regex.compile(r"(?:^|[\s(])rank[=:](?P<r>\d+)\b"),
     regex.compile(r"^\[(?P<r>\d+)\] is setting up NCCL communicator"),
     regex.compile(r"^Rank (?P<r>\d+)/\d+\b"),
-    regex.compile(r"^(?:[^:\[,]{0,16},\s*)?[Rr]ank[ =:#]?(?P<r>\d+)\s*[,:/]"),  # `Epoch 9, Rank 7, world_size 8: ...`
+    # `Epoch 9, Rank 7, world_size 8: ...`; also after a logging level (`%(asctime)s %(levelname)s rank N: ...` once
+    # the time is stripped)
+    regex.compile(r"^(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) {1,8})?(?:[^:\[,]{0,16},\s*)?[Rr]ank[ =:#]?"
+                  r"(?P<r>\d+)\s*[,:/]"),
 ]
 # A literal that every match of the MSG_RANK_RES pattern at the same position contains (None: no other than the
 # "ank"/"ANK" of Rank, RANK, rank, which all but the 5th need).
@@ -166,10 +169,11 @@ class _Scheme:
         if self.jsonl:
             self.srun, self.hosts = False, set()
         self.learned = None if self.jsonl else _learned_prefix(head_lines_all)
+        self.actors = actor_ranks.scheme_for(head_lines_all)  # Ray actors' `(Name pid=P)` prefixes -> ranks
 
     @property
     def active(self) -> bool:
-        return bool(self.srun or self.hosts or self.learned)
+        return bool(self.srun or self.hosts or self.learned or self.actors is not None)
 
     def strip(self, line: str) -> tuple[str, dict]:
         info: dict = {}
@@ -180,6 +184,8 @@ class _Scheme:
             if m and m.group("host") in self.hosts:
                 info["host"] = m.group("host")
                 line = line[m.end():]
+        if self.actors is not None:
+            line = self.actors.note(line, info)
         if self.srun:
             m = SRUN_LABEL_RE.match(line)
             if m:

@@ -273,7 +273,9 @@ _CLASS_RULES: list[tuple[frozenset[str], tuple[str, str, tuple[str, ...], str]]]
                                         "interrupted by SIGINT (Ctrl-C, or forwarded by the launcher)")),
     (frozenset({"SignalException", "SIGTERMException"}),
      ("rank_crash", "consequence", ("launcher_terminated",), "the process was told to stop by a signal")),
-    (frozenset({"ChildFailedError", "ProcessExitedException", "ProcessRaisedException", "CalledProcessError"}),
+    # (Ray Train's driver re-raises a worker's failure: v2 WorkerGroupError, v1 TrainingFailedError)
+    (frozenset({"ChildFailedError", "ProcessExitedException", "ProcessRaisedException", "CalledProcessError",
+                "WorkerGroupError", "TrainingFailedError"}),
      ("rank_crash", "consequence", ("launcher_summary",), "a launcher reporting that a child process failed")),
     (frozenset({"DeadlockDetectedException"}),
      ("rank_crash", "consequence", ("peer_gone",), "Lightning stopping every rank after another rank raised")),
