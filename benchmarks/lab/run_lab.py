@@ -411,8 +411,8 @@ def table() -> int:
     print("| mechanism | script | class | categories accepted | culprit | fault / near miss | check | launchers run |")
     print("|---|---|---|---|---|---|---|---|")
     for m in registry.MECHS:
-        cul = "[] (nothing failed)" if m.check == "clean" else rule[m.culprit]
-        kind = "near miss" if m.check == "clean" else "fault"
+        cul = "[] (nothing failed)" if m.check in ("clean", "stopped") else rule[m.culprit]
+        kind = {"clean": "near miss", "stopped": "scheduler stop"}.get(m.check, "fault")
         print(f"| {m.name} | {m.script} | {m.cls} | {', '.join(m.categories)} | {cul} | {kind} | {m.check} | "
               f"{', '.join(sorted(ran.get(m.name, []))) or '-'} |")
     return 0
