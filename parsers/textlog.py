@@ -62,7 +62,7 @@ def parse_textlog(source: Source) -> ParseResult:
     shapes = tb_shapes.TracebackShapes()  # IPython, rich and loguru tracebacks read as plain ones
     wrapped = rich_wrap.Wrapped()  # rich's exception message wrapped onto the lines after `ExcType: `
     summary = _TorchrunSummary(result, source)
-    steps = _StepAccumulator()
+    steps = _StepAccumulator(getattr(source, "every_step", False))
     per_kind: dict[str, int] = {}
     dropped: dict[str, int] = {}
     over: dict = {}  # (kind, rank) -> the latest event beyond MAX_EVENTS_PER_KIND
@@ -220,13 +220,16 @@ def _prefilter_triggers() -> prefilter.Triggers:
                             | set(WINDOW_TRIGGERS)))
 
 
-def share_exact_budget(sources: list) -> None:
+def share_exact_budget(sources: list, every_line: bool = False) -> None:
     """Give every source this parser reads its share of the job's exact budget (Source.exact_bytes; see
-    prefilter.EXACT_JOB_BYTES): before parsing, from the sizes the discovery saw, on every engine alike."""
+    prefilter.EXACT_JOB_BYTES): before parsing, from the sizes the discovery saw, on every engine alike.
+    `every_line`: no budget, every file is read exactly (every step line a row)."""
     text = [s for s in sources if not s.problem and s.kind in TEXT_KINDS]
-    shares = prefilter.exact_shares([prefilter.text_size(s.path, s.bytes, s.compression) for s in text])
+    sizes = [prefilter.text_size(s.path, s.bytes, s.compression) for s in text]
+    shares = sizes if every_line else prefilter.exact_shares(sizes)
     for s, share in zip(text, shares):
         s.exact_bytes = share
+        s.every_step = every_line
 
 
 def _gates() -> dict:

@@ -243,13 +243,20 @@ def test_lang_zh_applies_to_the_text_report_too():
 
 
 def test_a_file_that_is_not_a_training_log_is_said_to_be_one(tmp_path):
+    """Nothing to judge (a passwd file, /etc/passwd itself): no verdict and no report in any format, exit 2 and one
+    line, as for an empty folder."""
     passwd = tmp_path / "passwd"
     passwd.write_text("root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n"
                       "bin:x:2:2:bin:/bin:/usr/sbin/nologin\n")
-    r = _run("analyze", str(passwd))
-    assert r.returncode == 0 and "looks like a training job's output" in " ".join(r.stdout.split())
-    data = json.loads(_run("analyze", str(passwd), "--format", "json").stdout)
-    assert data["verdict"]["confidence"] <= 0.1
+    for path in (str(passwd), "/etc/passwd"):
+        if not os.path.isfile(path):
+            continue
+        for fmt in ("text", "json", "html"):
+            out = tmp_path / f"r.{'txt' if fmt == 'text' else fmt}"
+            r = _run("analyze", path, "-o", str(out))
+            assert r.returncode == 2, (path, fmt, r.stdout, r.stderr)
+            assert r.stdout == "" and not out.exists()
+            assert len(r.stderr.strip().splitlines()) == 1 and "looks like a training job's output" in r.stderr
     # a real clean run is still a confident no-failure
     clean = json.loads(_run("analyze", os.path.join(ROOT, "samples", "clean_run", "logs"), "--format", "json").stdout)
     assert clean["verdict"]["category"] == "no_failure" and clean["verdict"]["confidence"] >= 0.8

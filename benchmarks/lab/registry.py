@@ -356,12 +356,6 @@ _M += [
          root="Ranks are paired in sub-groups for a head's gradients; at step {step} rank {c} logs that it skips the "
               "head loss and skips its pair's all_reduce: its partner waits in the pair's all_reduce, everyone else "
               "in the world all_reduce, until the {p[pg_timeout]} s timeout."),
-    dict(name="conditional-sync", script="conditional_sync.py", cls="barrier_skew", categories=("barrier_skew",),
-         check="failed", ws=(3, 4, 4, 5), params=HANG,
-         launchers=["torchrun-tee", "slurm", "torchrun-console", "jsonl"],
-         root="Validation all_reduces a rare-class recall only on ranks whose batch held a rare example; at step "
-              "{step} rank {c}'s did not, so it skips that all_reduce and enters the next one (an int64 flag) while "
-              "ranks {others} reduce the recall: the collectives do not match."),
 ]
 
 # launchers some mechanisms ran under before the rotation took its present form: kept in the plan (--redo finds them)

@@ -6,7 +6,7 @@ usage: python benchmarks/lab/run_lab.py --all [-j 2]            # every planned 
        python benchmarks/lab/run_lab.py --list                   # the plan
        python benchmarks/lab/run_lab.py --coverage               # launcher x class counts of the committed cases
 
-Each run: a fresh job dir /tmp/labjobs/<id>/ (train.py + trainkit.py copied there, so tracebacks show a neutral
+Each run: a fresh job dir $LAB_JOBS_DIR/<id>/ (train.py + trainkit.py copied there, so tracebacks show a neutral
 path), the case folder under it, a side-channel dir the job writes outside the case folder. The harness watches
 the job (hard time limit, optional memory watchdog, py-spy dumps when the output stalls), then checks the side
 channel against what the mechanism was designed to do; a run that did not do it is discarded (logged in

@@ -7,7 +7,7 @@ import re
 import stat
 from dataclasses import asdict, dataclass
 
-from postmortem.ingest import archive, textio
+from postmortem.ingest import archive, prose, textio
 from postmortem.ingest.textio import display_path  # noqa: F401 - re-exported (parsers and tests name it here)
 
 KINDS = ("rank_log", "json", "collect_manifest", "nccl_log", "pyspy", "pyspy_json", "nvidia_smi", "dmesg", "torchrun_error",
@@ -31,6 +31,7 @@ class Source:
     bytes: int = 0
     problem: str | None = None     # set when the file is skipped
     exact_bytes: int | None = None  # its share of the job's exact budget (postmortem.parsers.prefilter.exact_shares)
+    every_step: bool = False        # keep a row for every step line (analyze(all_steps=True)), no thinning
 
     def to_dict(self) -> dict:
         """Plain dict (for pickling to worker processes and for JSON)."""
@@ -524,7 +525,9 @@ def _describe(full: str, rel: str, seen_files: dict) -> Source:
         src.kind = sniff_kind(head, rel)
     except RecursionError:
         src.kind = "json"
-    if src.kind == "binary":
+    if src.kind == "rank_log" and prose.looks_like_prose(head):  # a write-up beside the logs quotes, never shows
+        src.problem = prose.PROBLEM
+    elif src.kind == "binary":
         src.problem = "binary content (not a log, dump or JSON file); not parsed"
     elif src.kind == "json":
         src.problem = "JSON document of an unrecognised shape (not a log, py-spy, error or flight-recorder file); not parsed"

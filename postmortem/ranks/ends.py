@@ -229,7 +229,10 @@ def _event_category(detail: str) -> str | None:
     """The catalog's category of an error line that ended a rank (no traceback: a bare OOM, a C++ abort)."""
     from postmortem import catalog
     fam = catalog.family_of(detail.split(": ", 1)[-1])
-    return f"{fam.category}:family" if fam is not None and fam.role == "root" else None
+    if fam is None:  # a library's own message, labelled from where it is raised (catalog/derive.py)
+        der = catalog.derived_label(detail.split(": ", 1)[-1])
+        return f"{der.category}:derived" if der is not None and der.role == "root" else None
+    return f"{fam.category}:family" if fam.role == "root" else None
 
 
 def _split_at(at) -> tuple:

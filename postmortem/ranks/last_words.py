@@ -21,6 +21,15 @@ _NOISE = re.compile(r"^\s*(?:Traceback \(most recent call last\)|File \"|During 
                     r"\^+\s*$|~+\s*$)")
 
 
+def after_words(text: str) -> bool:
+    """A line that follows a rank's own last words without adding any: a traceback's lines, a peer's closed
+    connection or a timeout it reports, the launcher's lines about it."""
+    from postmortem.ranks.ends import _PEER_GONE, _WAIT_MSG
+    t = str(text)[:600]
+    return bool(not t.strip() or _NOISE.search(t) or _PEER_GONE.search(t) or _WAIT_MSG.search(t)
+                or _LAUNCHER.search(t) or _exception_line(t) or t.startswith(("  ", "\t")))
+
+
 def _said(message: str) -> int:
     """2: says it stops (`...; exiting`), 1: an error line of its own, 0: neither."""
     from postmortem.ranks.ends import _PEER_GONE, _WAIT_MSG
