@@ -172,7 +172,7 @@ def _mismatch_reference(tables, d) -> list[int]:
     refs, reporters = set(), set()
     for msg, r in zip(d["message"].tolist(), d["rank"].tolist()):
         m = _MISMATCH_RE.search(str(msg))
-        if m is None or r is None or r != r:  # (NaN/NA rank)
+        if m is None or pd.isna(r):
             continue
         refs.add(int(m.group(1)))
         reporters.add(int(r))
