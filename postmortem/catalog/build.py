@@ -88,7 +88,8 @@ class Collector:
 
     def records(self) -> list[dict]:
         out = []
-        for rec in sorted(self.msgs.values(), key=lambda r: (r["lib"], r["file"], r["text"], r["kind"])):
+        for rec in dedupe_assigned(sorted(self.msgs.values(), key=lambda r: (r["lib"], r["file"], r["text"],
+                                                                             r["kind"]))):
             rec["versions"].sort(key=version_key)
             rec["nfiles"] = len(rec["files"])
             rec["files"] = sorted(rec["files"])[:MAX_FILES]
@@ -98,6 +99,13 @@ class Collector:
             rec["versions"].sort(key=version_key)
             out.append({"class": True, **rec})
         return out
+
+
+def dedupe_assigned(records: list[dict]) -> list[dict]:
+    """Drops a message found assigned to a variable (`msg = f"..."`) when the same library also raises, logs or
+    prints that text: the assignment was only the way to it, and the raise says more (its class, its level)."""
+    used = {(r["lib"], r["text"]) for r in records if r["kind"] != "assign"}
+    return [r for r in records if r["kind"] != "assign" or (r["lib"], r["text"]) not in used]
 
 
 def _norm_file(lib: str, path: str) -> str:
@@ -198,7 +206,7 @@ STRING_FIELDS = ("lib", "file", "nfiles", "kind", "level", "exc", "text", "versi
 
 def run_strings(args) -> None:
     msgs, _classes = load_extract(args.extract)
-    recs = [{k: m[k] for k in STRING_FIELDS if k in m} for m in msgs if m["kind"] != "join"]
+    recs = [{k: m[k] for k in STRING_FIELDS if k in m} for m in dedupe_assigned(msgs) if m["kind"] != "join"]
     recs.sort(key=lambda r: (r["lib"], r["file"], r["text"], r["kind"]))
     write_jsonl_gz(args.out, recs)
     print(f"{len(recs)} strings -> {args.out} ({os.path.getsize(args.out) >> 10} KiB)", file=sys.stderr)

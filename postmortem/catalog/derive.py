@@ -50,7 +50,8 @@ ROOT_WORDS = [
     ("cancelled", _rx(r"(?-i:\bCANCELLED\b)(?! AT .{0,60}DUE TO TASK FAILURE)|\bscancel|cancelled by (?:user|admin|root|uid)|"
                       r"job (?:was |has been )?(?:cancelled|canceled)|DUE TO JOB REQUEUE|\brequeue"), "job_stopped",
      ("killed_from_outside",)),
-    ("evicted", _rx(r"\bevict(?:ed|ion|ing)\b|node was low on resource|ephemeral local storage usage exceeds"),
+    ("evicted", _rx(r"\bevicted\b|\bevicting (?:the )?pod|node was low on resource|"
+                    r"ephemeral local storage usage exceeds|pod .{0,30}(?:was |is being )evict"),
      "job_stopped", ("killed_from_outside",)),
     ("host-oom-killed", _rx(r"OOMKilled|oom[-_ ]kill|out of memory: kill|Exceeded (?:job |step |virtual )?memory limit|"
                             r"memory cgroup out of memory|killed due to (?:the node running low on|memory)|"
@@ -86,7 +87,8 @@ ROOT_WORDS = [
                                r"unexpected EOF|Ran out of input|truncated (?:file|checkpoint|archive|zip|pickle|data)|"
                                r"file .{0,30}truncated|invalid load key|UnpicklingError|"
                                r"storage has wrong size|corrupt|magic number|incomplete checkpoint|"
-                               r"checkpoint.{0,60}(?:not found|does not exist|missing|failed|invalid|mismatch)|"
+                               r"checkpoint\b(?! config)[^.]{0,60}(?:not found|does not exist|is missing|"
+                               r"missing (?:file|key)|failed|is invalid|invalid (?:file|format|header)|mismatch)|"
                                r"fail(?:ed)? (?:to )?(?:sav|load|read|writ)\w* .{0,30}checkpoint|"
                                r"checkpoint being loaded|checkpoint (?:contains|has|was saved with) |"
                                r"(?:load|read|save|writ)(?:ing)? (?:the )?checkpoint.{0,40}(?:fail|error)|"
@@ -114,6 +116,7 @@ ROOT_WORDS = [
                        r"FullyShardedDataParallel.{0,60}(?:not|must|cannot|expect)"), "ddp_usage_error",
      ("ddp_misuse",)),
     ("fatal-signal", _rx(r"Segmentation fault|\bSIGSEGV\b|\bSIGBUS\b|Bus error|\bSIGABRT\b|core dumped|"
+                         r"core dump (?:created|written)|"
                          r"Fatal Python error|illegal instruction|\bSIGILL\b|\bSIGFPE\b"), "rank_crash",
      ("fatal_signal",)),
 ]
@@ -165,7 +168,8 @@ CONSEQUENCE_WORDS = [
                          r"(?:has )?failed|noticed that process|exited on signal|failed \(exitcode|"
                          r"Worker group (?:failed|FAILED)|will restart worker group|BackoffLimitExceeded|"
                          r"reached the specified backoff limit|restarting because|terminated with the following "
-                         r"error|died with |DUE TO TASK FAILURE"), "rank_crash",
+                         r"error|died with |DUE TO TASK FAILURE|\bfailed (?:runs|trials|tasks|workers|processes|"
+                         r"ranks|jobs)\b"), "rank_crash",
      ("launcher_summary",)),
 ]
 
@@ -186,7 +190,7 @@ AREA_WORDS = [
                  r"(?:error|fail)|\bUCX\b.{0,30}(?:error|fail)|process group.{0,40}(?:error|fail|abort)|"
                  r"communicator.{0,40}(?:error|fail|abort)|\bProcessGroup\w*\b.{0,40}(?:error|fail)"),
      "nccl_error", ("crashed",)),
-    ("cuda", _rx(r"\bCUDA error|Cuda failure|\bcudaError\w+|\bhipError\w+|\bCUDA_ERROR_\w+|HIP error|"
+    ("cuda", _rx(r"\bCUDA error|Cuda failure|\bcudaError\w+|\bhipError\w+|\bCUDA_ERROR_\w+|HIP (?:error|failure)|"
                  r"CUBLAS_STATUS|CUDNN_STATUS|device-side assert|illegal memory access|Memory access fault"),
      "rank_crash", ("crashed",)),
     ("metrics", _rx(r"\bwandb\b.{0,60}(?:error|fail|timed? ?out|network)|\bmlflow\b.{0,60}(?:error|fail)|"
@@ -213,7 +217,11 @@ SUBSYSTEMS = [
                              r"safetensors|modeling_utils|configuration_utils|utils/hub\.py|file_io|"
                              r"\bsaving\.py))"), "checkpoint_corruption"),
     ("comm-lib", "horovod", _rx(r"common/ops/|mpi_ops|gloo|nccl"), "nccl_error"),
-    ("mpi-transport", "openmpi", _rx(r"/(?:btl|pml|mtl|coll|osc|oob|ucx|ofi|openib|common/ucx|pmix)\b"),
+    # gloo's collectives check their arguments (sizes, counts) with enforce: a caller's error; its transport and
+    # rendezvous fail when the network or a peer does
+    ("gloo-algorithm", "gloo", _rx(r"^gloo/(?!transport/|rendezvous/|common/linux)"), "rank_crash"),
+    ("mpi-transport", "openmpi", _rx(r"/(?:btl|pml|mtl|coll|osc|oob|ucx|ofi|openib|pmix|verbs|psm2?|portals4|"
+                                     r"usnic|libfabric)\b"),
      "nccl_error"),
     ("metrics", None, _rx(r"^(?:wandb|mlflow|tensorboard)/"), "logging_blocking"),
 ]
@@ -221,7 +229,7 @@ SUBSYSTEMS = [
 # upload); its argument and state checks are ordinary crashes.
 _METRICS_IO = _rx(r"timed? ?out|timeout|connect|network|\bHTTP|server|upload|request|socket|\bSSL\b|retr(?:y|ies)|"
                   r"unreachable|rate limit|\b5\d\d\b|response|proxy|\bAPI\b|communicat|sync|offline|"
-                  r"\bIO\b|I/O|disk|write|flush|queue|blocked|hang")
+                  r"\bIO\b|I/O|disk|blocked|hang")
 _LIB_CATEGORY = {"nccl": "nccl_error", "rccl": "nccl_error", "gloo": "nccl_error"}
 # Classes that decide the category of an operational failure by themselves.
 CLASS_CATEGORY = [
@@ -266,12 +274,20 @@ _ERRORISH = _rx(r"error|fail|cannot|can't|could not|unable|invalid|not (?:found|
                 r"exceed|missing|unexpected|mismatch")
 
 
+_WARN_TOPIC = _rx(r"deprecat|warn|ignor|not[-_ ]?recommended|notice|\binfo\b|example|usage|\bhelp\b")
+_SAYS_ERROR = _rx(r"\W{0,4}(?:error|fatal|failed|failure|exception)\b")
+
+
 def tier(rec: dict, text: str) -> str:
     """error | note | debug: how loudly a string is printed (raised and error-level strings are errors; warnings
     and info are notes; debug traces and NCCL's INFO lines are debug)."""
     kind, level = rec.get("kind", ""), rec.get("level", "")
     if level == "debug" or kind in ("nccl_info", "gloo_log_debug"):
         return "debug"
+    if kind == "help" and _WARN_TOPIC.search(rec.get("exc", "")):
+        return "note"  # an Open MPI help topic that warns or documents (deprecated parameters, usage examples)
+    if kind in ("print", "log") and not level:  # printed to stdout: an error when it says so
+        return "error" if _SAYS_ERROR.match(text) else "note"
     if kind in ("log", "print", "event") or kind.startswith("gloo_log"):
         return "error" if level in ERROR_LEVELS else "note"
     if kind in ("warn", "const"):
@@ -299,7 +315,9 @@ def derive(rec: dict, ancestors=None) -> Label:
             if loud == "error" or (rid in OUTSIDE and not benign_words and
                                    (kind in ("const", "event") or loud == "note" and _ACTION.search(text))):
                 return Label("root", cat, implies, rid)
-            return Label("benign", cat, ("handled",) if benign_words else ("none",), f"{rid}:{loud}")
+            # a handled failure (an OOM retried, an overflow skipped) keeps its area; a note is no failure
+            return Label("benign", cat if benign_words else "no_failure", ("handled",) if benign_words else ("none",),
+                         f"{rid}:{loud}")
     for rid, rx, cat, implies in CONSEQUENCE_WORDS:
         if rx.search(text):
             if loud == "error" or (loud == "note" and not benign_words):

@@ -330,9 +330,13 @@ _WORD = re.compile(r"[A-Za-z]{2,}")
 # they are not messages a training run prints.
 _TOOLCHAIN = re.compile(r"llvm|\bLLVM\b|\{anonymous\}|\[with \w+ =|MachineInstr|SelectionDAG|\bDAG\b|DWARF|"
                         r"\bELF\b|\bCOFF\b|Mach-?O|inline asm|relocation|\bopcode|\bsass\b|\bMDNode|"
-                        r"dominator|\bvreg|\bSCEV|Bucket \{|itanium|\bPTX\b|\bNVPTX|\bAMDGPU\b|\bx86\b|"
+                        r"dominator|\bvreg|\bSCEV|Bucket \{|itanium|\bNVPTX|\bAMDGPU\b|\bx86\b|"
                         r"\bAArch64|\bRISCV|\bWebAssembly|\bMIR\b|Peephole|\bDFS\b|\bONNX\b|\bopset\b|"
-                        r"operator (?:evaluates|computes|takes|produces|returns)|\bGEPs?\b|callbr|assembler")
+                        r"operator (?:evaluates|computes|takes|produces|returns)|\bGEPs?\b|callbr|assembler|annobin|"
+                        r"\bGCC: \(|\bclang version|/rustc/|\.rs\b|"
+                        r"^(?:Returns|Gets|Sets|Creates|Constructs|Opens|Retrieves|Computes|Checks|Performs|Produces|Takes|"
+                        r"Given) (?:the|a|an|whether|two|one)\b|"
+                        r"^(?:from \w+ )?import \w")
 _ASSERT_AT = re.compile(r'INTERNAL ASSERT FAILED at "[^"]*":\d+')
 
 
@@ -341,8 +345,21 @@ def normalize_cstring(s: str) -> str:
     return _ASSERT_AT.sub('INTERNAL ASSERT FAILED at "{}":{}', s)
 
 
-def message_like(s: str) -> bool:
-    """Whether a string of a binary reads as a printed message: words and spaces, not code, paths or symbols."""
+# Libraries built from Rust, whose string literals `strings` reads glued together (no NUL between them).
+RUST_LIBS = frozenset({"safetensors"})
+
+
+def keep_cstring(lib: str, s: str) -> bool:
+    """Whether a string of `lib`'s binary is kept: message-like, or for torch a two-word fragment on a topic of
+    training failures (C++ keeps a message's literal pieces apart: `PytorchStreamReader failed `)."""
+    if message_like(s, lib in RUST_LIBS):
+        return True
+    return lib == "torch" and message_like(s, min_words=2) and bool(OLD_ONLY_KEYS.search(s))
+
+
+def message_like(s: str, glued: bool = False, min_words: int = 3) -> bool:
+    """Whether a string of a binary reads as a printed message: words and spaces, not code, paths or symbols
+    (`glued`: the binary's literals run together, so an overlong word is several strings)."""
     if len(s) < 12 or len(s) > 800 or " " not in s.strip():
         return False
     if _NOT_MESSAGE.search(s) or (_MANGLED.search(s) and " " not in s) or _TOOLCHAIN.search(s):
@@ -351,7 +368,9 @@ def message_like(s: str) -> bool:
     if letters < 0.6 * len(s.replace(" ", "")):
         return False
     words = _WORD.findall(s)
-    return len(words) >= 3 and (s[0].isalnum() or s[0] in "[('\"")
+    if glued and any(len(w) > 28 for w in words):  # Rust keeps literals without NULs: `strings` glues them
+        return False
+    return len(words) >= min_words and (s[0].isalnum() or s[0] in "[('\"")
 
 
 def _demangle_nested(sym: str) -> str | None:
@@ -390,7 +409,7 @@ def cstring_messages(lib: str, lib_file: str, lines, keys: re.Pattern | None = N
                     out.append(Msg(lib, lib_file, "symbol", name))
             continue
         s = normalize_cstring(s)
-        if s in seen or not message_like(s) or (keys is not None and not keys.search(s)):
+        if s in seen or not keep_cstring(lib, s) or (keys is not None and not keys.search(s)):
             continue
         seen.add(s)
         t = re.sub(r"\{\}|\{:[^}]*\}", lambda m: ph("{}"), s)

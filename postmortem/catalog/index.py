@@ -34,6 +34,15 @@ def pieces(text: str) -> list[str]:
     return [p.strip() for p in PLACEHOLDER_RE.split(text)[::2] if len(p.strip()) >= 3]
 
 
+def anchors(text: str) -> set[str]:
+    """The words of a template a line tokenizes the same way (lowercase, 4+ word characters, not touching a
+    placeholder: `layer_⟪i⟫` prints as `layer_7`, one token)."""
+    marked = PLACEHOLDER_RE.sub("\x01", text).lower()
+    return {m.group() for m in _WORD.finditer(marked)
+            if marked[m.start() - 1:m.start()] != "\x01" and marked[m.end():m.end() + 1] != "\x01"
+            and not (m.start() and (marked[m.start() - 1].isalnum() or marked[m.start() - 1] == "_"))}
+
+
 def matchable(text: str) -> bool:
     """Whether a template has enough literal text to be recognised in a line without false hits."""
     ps = pieces(text)
@@ -46,7 +55,10 @@ def informative(label: Label) -> bool:
     """Whether the analyzer learns something from a line matching this string."""
     if label.role == "benign":
         return False
-    return not (label.role == "root" and label.category == "rank_crash" and label.rule in _UNINFORMATIVE)
+    # an ordinary crash by where it is raised says nothing the exception's class does not; by its words it does
+    # (an address in use, a fatal signal, a CUDA error)
+    return not (label.role == "root" and label.category == "rank_crash" and
+                (label.rule in _UNINFORMATIVE or label.rule.startswith(("subsystem:", "library:", "class:"))))
 
 
 def labelled(records: list[dict], ancestors=None) -> list[tuple[dict, Label]]:
@@ -62,10 +74,11 @@ def build(records: list[dict], ancestors=None) -> dict:
             continue
         key = tuple(pieces(r["text"]))
         chosen.setdefault(key, (r, lab))
-    freq = Counter(w for key in chosen for w in set(_WORD.findall(" ".join(key).lower())))
+    words_of = {key: anchors(r["text"]) for key, (r, _lab) in chosen.items()}
+    freq = Counter(w for ws in words_of.values() for w in ws)
     entries = []
     for key, (r, lab) in chosen.items():
-        words = set(_WORD.findall(" ".join(key).lower()))
+        words = words_of[key]
         if not words:
             continue
         anchor = min(words, key=lambda w: (freq[w], -len(w), w))
