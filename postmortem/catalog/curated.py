@@ -537,7 +537,7 @@ FAMILIES = [
       evidence=[("gloo", r"^failed to connect, willRetry=", "1")]),
     F("gloo-connect-failed", "nccl_error", CONSEQUENCE, ["peer_gone"],
       r"Gloo connectFullMesh failed with|timed out connecting: |failed to connect, willRetry=0|"
-      r"\[[^\]]*gloo[^\]]*\] Connect timeout",
+      r"\[[^\]]{0,256}gloo[^\]]{0,256}\] Connect timeout",  # bounded: a line of `[` was quadratic
       ["gloo", "timed", "willretry", "connect"],
       "gloo could not connect to a peer while building its mesh (the peer is not listening: it crashed, restarted "
       "or never came up).",
@@ -726,7 +726,7 @@ FAMILIES = [
       "still running or stuck.",
       evidence=[("torch", r"^Error waiting on exit barrier")]),
     F("elastic-worker-group-restart", "rank_crash", CONSEQUENCE, ["launcher_summary"],
-      r"Worker group (?:failed|FAILED)|\[\S+\] Worker group FAILED\. \d+/\d+ attempts left|"
+      r"Worker group (?:failed|FAILED)|\[\S{1,256}\] Worker group FAILED\. \d+/\d+ attempts left|"
       r"Rendezvous'ing worker group|will restart worker group|Stopping worker group",
       ["worker", "rendezvous", "will", "stopping"],
       "torch elastic reports a failed worker group and its restart attempts.",
