@@ -6,7 +6,7 @@ import json
 import zlib
 
 
-from postmortem.parsers import prefilter
+from postmortem.parsers import json_fields, prefilter
 from postmortem.parsers.base import ParseResult
 from postmortem.parsers.prefixes import strip_prefixes
 from postmortem.ingest import textio
@@ -66,7 +66,7 @@ def json_record(raw: str):
     host = obj.get("host") or obj.get("hostname")
     if isinstance(host, str) and host:
         info["host"] = host[:100]
-    lines = msg.split("\n")
+    lines = json_fields.with_fields(msg, obj).split("\n")
     for k in _JSON_EXC_KEYS:
         v = obj.get(k)
         if isinstance(v, str) and v.strip() and v.strip() != "None":

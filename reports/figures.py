@@ -296,9 +296,11 @@ def steps_figure(model, lang: str = "en", width: float = WIDE_IN) -> Figure | No
         return None   # a single point per rank says nothing a table row does not
     fig, ax, t, family = _new(lang, width, 3.0 if narrow else 3.4)
     front = max(r["last_step"] for r in model.step_last)
-    behind = {r["rank"] for r in model.step_last if r["last_step"] < front}
+    # The ranks behind the front and the verdict's culprits (a rank stuck at the front's step too) stand out.
+    behind = {r["rank"] for r in model.step_last if r["last_step"] < front} | set(model.culprits or ())
+    series = _same_steps_once(series, behind)
     # Ranks behind the front last, so they are drawn on top of the ranks whose lines they share up to where they stop.
-    keys = sorted(series, key=lambda r: (r in behind, r is None, r if r is not None else 0))
+    keys = sorted(series, key=lambda r: (r in behind, r is None, r if isinstance(r, int) else 0))
     many = len(keys) > MAX_LABELLED
     labelled = _steps_many(ax, series, keys, behind, t, family) if many else _steps_few(ax, series, keys, behind,
                                                                                          t, family)
@@ -403,7 +405,24 @@ def _apart(ends: list, points: list) -> list:
     return placed
 
 
+def _same_steps_once(series: dict, keep: set) -> dict:
+    """Ranks (outside `keep`) that reported the very same steps drawn once, keyed by the tuple of their ranks: one
+    line each would lie on top of the others and hide which ranks they are."""
+    groups: dict = {}
+    for r, (xs, ys) in series.items():
+        key = ("keep", r) if r in keep or r is None else ("steps", tuple(ys))
+        groups.setdefault(key, []).append(r)
+    out = {}
+    for key, members in groups.items():
+        first = members[0]
+        out[first if len(members) == 1 else tuple(sorted(members))] = series[first]
+    return out
+
+
 def _series_name(r, t: dict) -> str:
+    if isinstance(r, tuple):
+        from postmortem.reports.sections import rank_ranges
+        return i18n.fmt(t, "fig_ranks_same", ranks=rank_ranges(list(r)))
     return t["unattributed_label"] if r is None else i18n.fmt(t, "fig_rank", rank=r)
 
 

@@ -299,6 +299,65 @@ _M += [
          root="HF Trainer (tiny GPT-2) under torchrun: a clean run to max_steps={step}.", **_FW),
 ]
 
+# ---- issue 31: the culprit's own evidence (who diverged first, what it said before it went); explicit launchers,
+# four each, so a change to the rotation leaves them where they are
+_M += [
+    dict(name="log-then-exit", script="log_then_exit.py", cls="rank_crash", categories=("rank_crash",),
+         check="exception", exc="SystemExit", needs_fault=True,
+         launchers=["torchrun-tee", "spawn", "slurm", "jsonl"],
+         root="At step {step} rank {c}'s data check finds an empty batch (a truncated shard file); it logs "
+              "'ERROR ... data check failed: empty batch at step {step} (shard {c}); exiting' and calls sys.exit(1) "
+              "(no traceback of its own); ranks {others} lose it in the next all_reduce or are terminated."),
+    dict(name="collate-keyerror", script="collate_keyerror.py", cls="rank_crash",
+         categories=("rank_crash", "dataloader_failure"), check="exception", exc="KeyError", needs_fault=True,
+         launchers=["torchrun-console", "slurm", "accelerate", "jsonl"],
+         root="One record of rank {c}'s shard has no 'label' (exported before the label join); the custom collate_fn, "
+              "run in a DataLoader worker, raises KeyError for the batch of step {step} and rank {c}'s main process "
+              "re-raises it ('Caught KeyError in DataLoader worker process N'); ranks {others} wait in all_reduce."),
+    dict(name="getitem-keyerror", script="getitem_keyerror.py", cls="rank_crash",
+         categories=("rank_crash", "dataloader_failure"), check="exception", exc="KeyError", needs_fault=True,
+         launchers=["torchrun-tee", "spawn", "torchrun-redirects", "collect"],
+         root="Rank {c}'s shard holds a token its vocabulary lacks (a newer tokenizer); Dataset.__getitem__ raises "
+              "KeyError in a DataLoader worker for the batch of step {step} and rank {c} re-raises it ('Caught "
+              "KeyError in DataLoader worker process N'); ranks {others} wait in all_reduce."),
+    dict(name="monitored-barrier-slow", script="monitored_barrier_slow.py", cls="straggler",
+         categories=("straggler",), check="hang", culprit="nonzero", params=HANG,
+         extra=lambda rng, ws, l: {"epochs": 3, "epoch": rng.choice([1, 2])},
+         launchers=["torchrun-tee", "slurm", "spawn", "torchrun-console"],
+         root="Every epoch each rank cleans its own text shard, then dist.monitored_barrier(wait_all_ranks=True, "
+              "timeout={p[pg_timeout]} s); in epoch {p[epoch]} rank {c}'s cleaning runs ~2.5 x the timeout, rank 0 "
+              "raises 'Ranks {c} failed to pass monitoredBarrier' and ranks {others} fail after it."),
+    dict(name="tqdm-eval-past-timeout", script="tqdm_eval_past_timeout.py", cls="straggler",
+         categories=("straggler",), check="hang", params=HANG,
+         launchers=["torchrun-tee", "slurm", "torchrun-redirects", "collect"],
+         root="At step {step} rank {c} evaluates behind a tqdm bar ('Evaluating: ...% [elapsed<remaining]') for "
+              "~2.5 x the {p[pg_timeout]} s timeout (no collective); ranks {others} time out in the gradient "
+              "all_reduce while the bar's elapsed time passes the timeout."),
+    dict(name="metrics-push-hang", script="metrics_push_hang.py", cls="logging_blocking",
+         categories=("logging_blocking",), check="hang", params=HANG,
+         launchers=["torchrun-tee", "slurm", "spawn", "jsonl"],
+         root="Rank {c} pushes metrics every 2 steps with urllib.request.urlopen and no timeout; from step {step} the "
+              "gateway accepts and never answers, rank {c} blocks in SocketIO.readinto under MetricsPusher.push and "
+              "ranks {others} time out in all_reduce."),
+    dict(name="nan-spreads-allreduce", script="nan_spreads_allreduce.py", cls="nan_inf", categories=("nan_inf",),
+         check="failed", ws=(3, 3, 4, 4, 5), launchers=["jsonl", "torchrun-tee", "slurm", "spawn"],
+         root="From step {step} rank {c}'s rows carry a feature in the wrong unit, its sigmoid saturates and its "
+              "hand-written BCE is NaN at step {step}; DDP spreads the NaN gradients (the others log a NaN grad norm "
+              "at {step}, NaN losses from the next step). At the end rank 0's np.histogram of the scores raises "
+              "ValueError on the NaN range; the origin is rank {c}'s first non-finite loss."),
+    dict(name="allgather-size-mismatch", script="allgather_size_mismatch.py", cls="barrier_skew",
+         categories=("barrier_skew", "ddp_usage_error"), check="failed", ws=(3, 4, 4, 5),
+         launchers=["torchrun-tee", "slurm", "torchrun-redirects", "spawn"],
+         root="Rank {c} loads one more validation example than the others (it logs the count); at step {step} "
+              "all_gather of per-example scores sized from each rank's own shard receives a longer tensor than a "
+              "peer expects and that peer aborts in gloo ('op.preamble.length <= op.nbytes'); the rest fail after."),
+    dict(name="subgroup-skip", script="subgroup_skip.py", cls="barrier_skew", categories=("barrier_skew",),
+         check="hang", ws=(4, 4, 6), params=HANG, launchers=["torchrun-tee", "slurm", "spawn", "collect"],
+         root="Ranks are paired in sub-groups for a head's gradients; at step {step} rank {c} logs that it skips the "
+              "head loss and skips its pair's all_reduce: its partner waits in the pair's all_reduce, everyone else "
+              "in the world all_reduce, until the {p[pg_timeout]} s timeout."),
+]
+
 # launchers some mechanisms ran under before the rotation took its present form: kept in the plan (--redo finds them)
 EXTRA = {"uneven-shards": ["accelerate", "jsonl"], "watchdog-sigkill": ["jsonl"], "keyerror-bad-record": ["slurm"],
          "max-steps": ["spawn", "torchrun-restarts"]}
@@ -308,3 +367,73 @@ for _k, _d in enumerate(_M):
     _d.setdefault("launchers", rot(_k))
     _d["launchers"] = _d["launchers"] + [x for x in EXTRA.get(_d["name"], []) if x not in _d["launchers"]]
     MECHS.append(Mech(**_d))
+
+# ---- issue 30: new launcher and log shapes (launchers/cluster.py) ----
+# each new shape runs one mechanism of every class, rotating through each class's mechanisms so the shapes together
+# cover most of them; stdout-pipe-full where the shape's stdout is a pipe a launcher reads
+NEW_SHAPES = ["srun-label", "sbatch-pertask", "mpirun-tagged", "mpirun-plain", "torchrun-multinode", "k8s-pods",
+              "loguru", "structlog-json", "structlog-console", "absl"]
+_BY_CLASS = [
+    ["keyerror-bad-record", "os-exit", "segfault-ctypes", "abort", "target-out-of-bounds", "valueerror-rank-branch"],
+    ["watchdog-sigkill", "torch-alloc-fail", "numpy-memoryerror"],
+    ["dl-worker-raises", "dl-worker-oomkill", "dl-worker-timeout", "dl-worker-segfault"],
+    ["uneven-shards", "rank0-only-allgather", "skip-empty-batch", "early-stop-unsynced", "rank0-only-barrier",
+     "broadcast-vs-allreduce"],
+    ["long-eval", "slow-data-prep", "fifo-block", "slow-ckpt-write", "queue-dead-producer"],
+    ["truncated-resume-rank0", "ckpt-read-while-write", "incomplete-ckpt-dir", "truncated-resume"],
+    ["nan-check-raises", "anomaly-detect", "nan-skip-desync", "loss-scale-collapse"],
+    ["ddp-unused-params", "ddp-param-mismatch", "ddp-mark-ready-twice"],
+    ["max-steps", "oom-probe-recover", "early-stopping", "loss-scale-recovers", "store-retry-clean"],
+]
+_PIPE = ["srun-label", "mpirun-tagged", "k8s-pods"]
+_by_name = {m.name: m for m in MECHS}
+for _k, _shape in enumerate(NEW_SHAPES):
+    _names = [cls[_k % len(cls)] for cls in _BY_CLASS] + (["stdout-pipe-full"] if _shape in _PIPE else [])
+    for _n in _names:
+        if _shape not in _by_name[_n].launchers:
+            _by_name[_n].launchers.append(_shape)
+
+# Ray Train and the notebook: one mechanism of most classes each (the memory-watchdog ones stay off Ray, whose
+# own processes the watchdog would also watch)
+for _shape, _names in {
+    "ray-train": ["keyerror-bad-record", "os-exit", "torch-alloc-fail", "dl-worker-raises", "uneven-shards",
+                  "long-eval", "nan-check-raises", "ddp-unused-params", "max-steps"],
+    "deepspeed": ["valueerror-rank-branch", "watchdog-sigkill", "dl-worker-segfault", "skip-empty-batch",
+                  "fifo-block", "ckpt-read-while-write", "loss-scale-collapse", "ddp-param-mismatch",
+                  "oom-probe-recover"],
+    "notebook": ["target-out-of-bounds", "segfault-ctypes", "numpy-memoryerror", "dl-worker-timeout",
+                 "rank0-only-allgather", "slow-ckpt-write", "anomaly-detect", "ddp-mark-ready-twice",
+                 "early-stopping"],
+}.items():
+    for _n in _names:
+        if _shape not in _by_name[_n].launchers:
+            _by_name[_n].launchers.append(_shape)
+
+# job_stopped (Slurm ends a job): a healthy run cut by its --time limit or by scancel; and hangs that Slurm's time
+# limit ends before the process group's timeout does (the hang is the cause: a long pg timeout, no gloo error)
+_SL = ["srun-label", "sbatch-pertask"]
+_STOP = dict(script="long_healthy.py", cls="job_stopped", categories=("job_stopped",), check="stopped",
+             culprit="none", launchers=list(_SL), per_launcher=2, steps=(1, 1), total=100000, ws=(2, 3, 4))
+_LATE = {"pg_timeouts": [300], "slurm_time": 1, "stop_state": "TIMEOUT", "min_hang": 20, "limit": 210}
+for _d in [
+    dict(name="slurm-time-limit", params={"slurm_time": 1, "stop_state": "TIMEOUT", "limit": 210},
+         extra=lambda rng, ws, l: {"sleep": round(rng.uniform(0.3, 0.5), 2)},
+         root="A healthy run planned for {p[steps]} steps under a 1-minute Slurm --time limit: every rank trains "
+              "normally until slurmstepd cancels the job DUE TO TIME LIMIT (SIGTERM, then SIGKILL).", **_STOP),
+    dict(name="slurm-scancel", params={"slurm_time": 10, "stop_state": "CANCELLED", "limit": 150},
+         extra=lambda rng, ws, l: {"sleep": round(rng.uniform(0.3, 0.5), 2), "scancel_after": rng.randint(8, 25)},
+         root="A healthy run that a user cancels with scancel {p[scancel_after]} s after every rank started: every rank "
+              "trains normally until Slurm signals the job.", **_STOP),
+    dict(name="long-eval-time-limit", script="long_eval.py", cls="straggler", categories=("straggler",),
+         check="hang", params=_LATE, launchers=list(_SL), steps=(3, 8), ws=(2, 3, 4),
+         root="At step {step} rank {c} evaluates its large local validation shard (no collective); ranks {others} "
+              "wait in the next gradient all_reduce under a 300 s process-group timeout, so nothing errors before "
+              "Slurm's 1-minute --time limit cancels the hung job."),
+    dict(name="uneven-shards-time-limit", script="uneven_shards.py", cls="barrier_skew",
+         categories=("barrier_skew",), check="hang", params=_LATE, launchers=list(_SL), steps=(3, 8), ws=(2, 3, 4),
+         root="Rank {c}'s contiguous shard holds {step} batches, the others {p[steps]}: rank {c} enters the final "
+              "dist.barrier() while ranks {others} are in the next gradient all_reduce; with a 300 s process-group "
+              "timeout nothing errors before Slurm's 1-minute --time limit cancels the hung job."),
+]:
+    MECHS.append(Mech(**_d))
+BY_NAME = {m.name: m for m in MECHS}

@@ -65,11 +65,17 @@ def _key(rec: dict) -> str:
     return str(rec["end"])
 
 
+def _is_root(rec: dict) -> bool:
+    """An end the rank came to on its own: a root end, or an exit after logging why it stops (postmortem.ranks.last_words)."""
+    return rec["end"] in ROOT_ENDS or (rec["end"] == "exited" and rec.get("end_cause") == "root")
+
+
 def _order(rec: dict) -> tuple:
     t = rec.get("end_ts")
+    kind = ROOT_ENDS.index(rec["end"]) if rec["end"] in ROOT_ENDS else len(ROOT_ENDS)
     if not _null(t):
-        return (0, pd.Timestamp(t).value, ROOT_ENDS.index(rec["end"]))
-    return (1, ROOT_ENDS.index(rec["end"]), 0)
+        return (0, pd.Timestamp(t).value, kind)
+    return (1, kind, 0)
 
 
 def find_culprits(ranks: pd.DataFrame, odd: pd.DataFrame | None = None) -> Culprits:
@@ -81,7 +87,7 @@ def find_culprits(ranks: pd.DataFrame, odd: pd.DataFrame | None = None) -> Culpr
         return Culprits()
     known = [int(r["rank"]) for r in recs]
     out = _root_failures(recs) or _asymmetry(recs) or _call_sites(recs)
-    failed = any(r["end"] in ROOT_ENDS or r["end"] in CONSEQUENCE_ENDS for r in recs)
+    failed = any(_is_root(r) or r["end"] in CONSEQUENCE_ENDS for r in recs)
     if failed and (out is None or not out.ranks and not out.alike):
         odd_out = _from_odd(odd, known)  # odd lines name a culprit only where some rank's end says the job failed
         if odd_out.ranks:
@@ -90,10 +96,10 @@ def find_culprits(ranks: pd.DataFrame, odd: pd.DataFrame | None = None) -> Culpr
 
 
 def _root_failures(recs: list[dict]) -> Culprits | None:
-    root = [r for r in recs if r["end"] in ROOT_ENDS]
+    root = [r for r in recs if _is_root(r)]
     if not root:
         return None
-    others = [int(r["rank"]) for r in recs if r["end"] not in ROOT_ENDS]
+    others = [int(r["rank"]) for r in recs if not _is_root(r)]
     keys = {_key(r) for r in root}
     if not others and len(root) >= 2 and len(keys) == 1:
         return Culprits([], "alike", f"every rank ended alike ({root[0]['end_detail']})", 0.8,

@@ -10,6 +10,7 @@ import pandas as pd
 from postmortem.ranks import ends as ends_mod
 from postmortem import stacks as stacks_mod
 from postmortem.rules.facts import WAIT_KINDS
+from postmortem.ranks import last_words
 
 COLUMNS = ["rank", "host", "last_step", "last_step_ts", "last_step_at", "last_ts", "last_activity",
            "last_activity_at", "last_enqueued", "last_started", "last_completed", "last_op", "collective_at", "waiting",
@@ -138,6 +139,8 @@ def _exit_of(details: dict, kind: str, message: str) -> str | None:
     sig = details.get("signal")
     if sig:
         return str(sig)
+    if str(details.get("mpi_signal") or "").isdigit():  # mpirun: "exited on signal N (name)"
+        return _SIGNAL_NAMES.get(str(details["mpi_signal"]), f"signal {details['mpi_signal']}")
     for key in ("exitcode", "code", "code2", "code3", "code4", "code5", "code6"):
         v = details.get(key)
         if v is not None and str(v) not in ("", "None"):
@@ -170,6 +173,7 @@ def rank_state(tables) -> pd.DataFrame:
     _first_error(ev, _ranked(tables.tracebacks), row)
     _exits(tables.events, row)
     ends_mod.fill_ends(tables, rows, row)
+    last_words.apply(tables, rows)  # a rank that logged why it stops and left: its own words are its end
 
     out = pd.DataFrame([rows[r] for r in sorted(rows)], columns=COLUMNS)
     for col, (dtype, _) in COLUMN_DOCS.items():  # the documented dtypes, whatever pandas would infer

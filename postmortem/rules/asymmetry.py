@@ -53,6 +53,31 @@ _MECHANISMS = {
     "lagging": (
         "straggler", 0.55, "{who} fell behind on the collectives",
         "The lagging rank stopped issuing collectives: look at what it did instead (stacks, its last lines)."),
+    "named-absent": (
+        "straggler", 0.8, "{who} never reached the barrier the library was watching",
+        "The library named the rank that never arrived; find what it did instead after its last line (a long "
+        "data preparation, a loop that never ends, a lock): py-spy dump it on the next stall. If the work is "
+        "legitimate, move it out of the collective's window or raise the timeout; if it should be quick, fix it."),
+    "named-elsewhere": (
+        "barrier_skew", 0.8, "{who} waited in another collective than the one the library was watching",
+        "The named rank called a different collective than its peers: find the branch that sent it there "
+        "(rank-conditional code, a per-rank data condition) and make every rank call the same collectives."),
+    "odd-size": (
+        "barrier_skew", 0.75, "{who} held data of another size than its peers, and the collective over it mismatched",
+        "Make the tensors every rank passes to the collective the same shape: pad to a common length (all_reduce "
+        "the max size first, then pad and trim), use all_gather_object for ragged data, or give every rank the same "
+        "number of examples (DistributedSampler pads; drop_last=True)."),
+    "announced-divergence": (
+        "barrier_skew", 0.75, "{who} took another branch and skipped a collective its peers were in",
+        "The rank said which branch it took (its last line, cited) and so skipped a collective its peers waited "
+        "in: decide such branches collectively (all_reduce the condition, or run the collective with an empty or "
+        "zero contribution instead of skipping it) so every rank issues the same collectives."),
+    "ahead-of-peers": (
+        "barrier_skew", 0.6, "{who} moved on to a later collective than its peers",
+        "The ranks' collective sequences diverged: one side skipped a collective the other still waits in (a "
+        "metric logged with sync only when a condition holds on that rank, a rank-dependent branch). Make every "
+        "rank issue the same collectives in the same order (log the metric on every rank, with a neutral value "
+        "where it is undefined; decide branches collectively)."),
     "odd-lines": (
         "unknown", 0.35, "{who} printed something no other rank did before the job failed",
         "Read the odd rank's last lines (cited): they are the best lead; collect py-spy dumps and the flight "
@@ -63,6 +88,11 @@ _ROOT_ENDS = {
                      "A native crash (segfault, abort, bus error): run with PYTHONFAULTHANDLER=1 and a core dump "
                      "(ulimit -c unlimited) to see the C/C++ frame; check extensions, custom ops and data-dependent "
                      "indexing."),
+    "exited": ("rank_crash", 0.65, "{who} logged an error and exited",
+               "The rank stopped itself: it logged why (its last line, cited) and exited with an error code, and "
+               "the others then lost it in their next collective. Fix what that line names (the data, shard or "
+               "setting it checked); where the condition can hold on one rank only, decide it collectively "
+               "(all_reduce a flag, then every rank stops or skips together) instead of exiting alone."),
     "left": ("rank_crash", 0.4, "{who} exited with an error code and no message",
              "Find the exit: an explicit sys.exit/os._exit with an error code, a native crash, or a kill from outside "
              "(dmesg, the scheduler)."),
@@ -109,7 +139,7 @@ def asymmetry_finding(c: Culprits, ranks) -> Finding | None:
     elif c.mechanism in ("root-failure", "single-rank"):
         mine = ranks[ranks["rank"].isin(c.ranks)] if ranks is not None else None
         ends = set(mine["end"].dropna()) if mine is not None else set()
-        end = next((e for e in ("fatal_signal", "left") if e in ends), None)
+        end = next((e for e in ("fatal_signal", "left", "exited") if e in ends), None)
         if end is not None:
             category, conf, title, fix = _ROOT_ENDS[end]
         else:

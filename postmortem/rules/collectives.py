@@ -230,6 +230,8 @@ def straggler(tables):
         conf = 0.65
     if weak_work:  # only a line's position says it was the work: hedge
         conf = min(conf, 0.55)
+    if culprit is not None and _dumped_waiting(tables, culprit):
+        conf = min(conf, 0.5)  # a dump of its own stack shows it waiting in a collective, not busy elsewhere
     what = work[1] if work is not None else "non-collective work (no progress line shows which)"
     timeout = _timeout_s(waits)
     evidence = facts.evidence_from(waits, 3) + (facts.evidence_from(mpf, 1, text_col="exc_type") if len(mpf) else [])
@@ -254,6 +256,19 @@ def straggler(tables):
                     "not a longer timeout.",
                     culprit_ranks=[culprit] if culprit is not None else [], affected_ranks=sorted(waiting),
                     evidence=evidence, order=(1, float("inf")), explains=("collective_timeout", "rank_crash"))]
+
+
+def _dumped_waiting(tables, rank: int) -> bool:
+    """A stack dump (py-spy, gdb; not a traceback) of the rank's main thread shows it waiting in a collective."""
+    from postmortem.ranks.sequences import sites
+    st = tables.stacks
+    if st.empty:
+        return False
+    dumps = st[~st["dump"].fillna("").astype(str).str.startswith("traceback:")]
+    if dumps.empty:
+        return False
+    view = type("T", (), {"stacks": dumps})()
+    return rank in sites(view)
 
 
 def _timeout_s(waits: pd.DataFrame) -> float | None:

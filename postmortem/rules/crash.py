@@ -105,7 +105,8 @@ def bare_timeout(tables):
                     severity="error", culprit_ranks=lag,
                     explanation="Ranks timed out waiting in a collective. "
                                 + (f"The lagging rank is known ({lag_why}), but " if lag else "")
-                                + "nothing in the logs shows what the rank they waited for was doing.",
+                                + ("nothing" if lag else "Nothing") + " in the logs shows what the rank they "
+                                  "waited for was doing.",
                     remediation="Collect py-spy dumps and flight-recorder traces on the next hang.",
                     affected_ranks=waiting, evidence=lag_ev + facts.evidence_from(t, 4), order=(1, float("inf")))]
 

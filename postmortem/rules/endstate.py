@@ -141,7 +141,7 @@ def rank_exited_silently(tables):
     if ranks is None or ranks.empty:
         return []
     gone = ranks[ranks["exit"].notna() & ~ranks["exit"].isin(list(_LAUNCHER_SIGNALS) + ["SIGKILL"])
-                 & ranks["first_error"].isna()]
+                 & ranks["first_error"].isna() & (ranks["end"] != "exited")]  # (exited: it said why it left)
     if gone.empty or len(gone) * 2 > len(ranks):
         return []
     others = ranks[~ranks["rank"].isin(gone["rank"])]

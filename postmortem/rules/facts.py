@@ -14,7 +14,7 @@ from postmortem.verdict.findings import Evidence
 # Exceptions that are consequences of another rank's failure, not causes.
 CASCADE_EXC = re.compile(
     r"(?i)ChildFailedError|SignalException|DistBackendError|ProcessExitedException|KeyboardInterrupt|SystemExit|"
-    r"<truncated>")
+    r"WorkerGroupError|TrainingFailedError|<truncated>")  # (Ray Train's driver re-raising a worker's failure)
 # searched in time linear in the message (its `NCCL error.*remote` from every `NCCL error` was not)
 CASCADE_MSG = compile_search(
     r"(?i)Connection closed by|Connection reset by peer|Broken pipe|pair closure|Timed out waiting|Read timeout|"
@@ -132,9 +132,18 @@ def root_tracebacks(tables) -> pd.DataFrame:
     from postmortem.ranks.ends import handled_tracebacks
     handled = handled_tracebacks(tables)  # the program went on after it: handled, never a cause
     # read column-wise: a Series per row costs ~50 us, and an error flood keeps thousands of tracebacks
-    keep = [not h and not _is_cascade(t, m)
+    keep = [not h and not _is_cascade(t, m) and not _catalog_consequence(t, m)
             for t, m, h in zip(tb["exc_type"].tolist(), tb["exc_message"].tolist(), handled)]
     return tb[pd.Series(keep, index=tb.index, dtype=bool)]
+
+
+@lru_cache(maxsize=4096)
+def _catalog_consequence(exc_type, exc_message) -> bool:
+    """The message catalog knows the exception as a consequence (a peer-gone or waiting family whose words the
+    regexes above do not hold, e.g. `Rank 1 successfully reached monitoredBarrier, but received errors`)."""
+    from postmortem import catalog
+    info = catalog.classify_exception(str(exc_type or ""), str(exc_message or "")[:600])
+    return info.role == "consequence" and info.basis == "family"
 
 
 def frame_funcs(frames) -> list[str]:

@@ -30,6 +30,13 @@ def _main_threads(tables) -> pd.DataFrame:
 
 
 def _innermost_user(frames) -> str:
+    from postmortem.stacks.classify import last_user_frame
+    user = last_user_frame(frames or [])
+    first = next((f for f in frames or [] if not f.get("native")), None)
+    if user is not None and first is not None and first is not user:
+        # blocked inside a library call: say both where it blocks and which line of the user's code called it
+        return (f"{first.get('func')} ({str(first.get('file', '')).rsplit('/', 1)[-1]}:{first.get('line')}) under "
+                f"{user.get('func')} ({str(user.get('file', '')).rsplit('/', 1)[-1]}:{user.get('line')})")
     for f in frames or []:
         if f.get("native"):
             continue
@@ -170,7 +177,8 @@ def odd_rank_stack(tables):
                                      f"{kind.replace('_', ' ')}: innermost frame "
                                      f"{where}. The waiting ranks cannot finish until the odd one reaches the same "
                                      "collective." + fr_text),
-                        remediation=f"Find out why {_name(odd[0])} is stuck in {where} (lock, sleep, endless loop, "
+                        remediation=sentence_case(_KIND_FIX.get(kind, "").format(who=_name(odd[0]), where=where)) or
+                                    f"Find out why {_name(odd[0])} is stuck in {where} (lock, sleep, endless loop, "
                                     "slow I/O) and fix it; this is a hang, so a longer timeout would only delay the same failure.",
                         culprit_ranks=ranks(odd), affected_ranks=ranks(waiting),
                         evidence=[_stack_ev(rows[u], cls[u]) for u in odd[:4]] + (lag_ev if agree else []) +
@@ -194,6 +202,19 @@ def odd_rank_stack(tables):
                             evidence=[_stack_ev(rows[u], "collective_wait") for u in waiting[:6]],
                             order=(1, float("inf")), explains=("collective_timeout", "straggler"))]
     return []
+
+
+# What to change, by what the odd rank was doing (postmortem.stacks classes); the generic advice otherwise.
+_KIND_FIX = {
+    "logging": "{who} is blocked in its logging or metrics call ({where}): a push, upload or write that never "
+               "returns stops the loop and strands its peers in the next collective. Give the call a timeout (e.g. "
+               "urlopen(..., timeout=5), requests' timeout=), move it to a background thread or queue, and let a "
+               "failed push be skipped instead of retried inline.",
+    "checkpoint_io": "{who} is stuck writing or reading a checkpoint ({where}): make the save asynchronous or faster "
+                     "(local disk, then copy), or raise the collective timeout to cover it; check the storage.",
+    "data_loading": "{who} is stuck loading data ({where}): check the DataLoader workers and the storage they read "
+                    "from; num_workers=0 reproduces it in the main process.",
+}
 
 
 def _late(tables, odd: list[int], others: list[int]) -> bool:

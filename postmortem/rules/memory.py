@@ -104,8 +104,9 @@ def host_oom(tables):
     shell = facts.ev(tables, "killed")
     mem = facts.ev(tables, "host_mem")
     sigkill = facts.ev(tables, ("torchrun_failure", "exit"))
+    from postmortem.ranks.ends import exit_code  # every launcher's way of saying -9 (torchrun, mpirun's signal 9, ...)
     sigkill = sigkill[sigkill["details"].map(lambda a: str(a.get("exitcode", a.get("code", ""))) == "-9"
-                                           or a.get("signal") == "SIGKILL")]
+                                           or a.get("signal") == "SIGKILL" or exit_code(a) == -9)]
     evidence, conf, culprit = [], 0.0, []
     if len(kills):
         evidence += facts.evidence_from(kills, 4)
@@ -204,6 +205,21 @@ def dataloader_failure(tables):
         why = ("A DataLoader worker was killed by SIGKILL: usually the kernel OOM killer (host RAM) — check dmesg.")
     else:
         why = f"A DataLoader worker failed: {clip(str(first['message']), 200)}"
+    from postmortem.ranks.worker_errors import worker_error
+    own = worker_error(tables, first.to_dict()) if not len(shm) and not len(killed) else None
+    if own is not None:  # the user's dataset or collate code raised in the worker: a record it cannot handle
+        return [Finding(rule="dataloader-worker-died", category="dataloader_failure", confidence=0.9,
+                        severity="critical", title=f"The data code raised {own.exc_type} in a DataLoader worker",
+                        explanation=(f"A DataLoader worker ran the job's own data code and it raised {own.exc_type}: "
+                                     f"{clip(own.exc_message, 160)} (in {own.where}); the main process re-raised it "
+                                     f"('{clip(str(first['message']), 100)}'). The worker did not die of memory or a "
+                                     "signal: a record that code cannot handle stopped the rank."),
+                        remediation=(f"Fix the record or the code at {own.where}: validate or clean the shard that "
+                                     "holds the record, or make the code skip (and count) records it cannot parse; "
+                                     "num_workers=0 raises the same exception in the main process, with the record "
+                                     "at hand in a debugger."),
+                        culprit_ranks=culprit, evidence=[own.evidence] + facts.evidence_from(dl, 3),
+                        order=facts.order_key(first), explains=("collective_timeout", "rank_crash", "host_oom"))]
     return [Finding(rule="dataloader-worker-died", category="dataloader_failure", confidence=0.9,
                     severity="critical", title="DataLoader worker failure" + (" (shared memory)" if len(shm) else ""),
                     explanation=why, remediation=dataloader_failure_remediation(len(shm) > 0),

@@ -43,8 +43,11 @@ _RULES: list[tuple[str, int, str | None, str | None, bool]] = [
     ("data_loading", 0, None, r"^(?:pin_memory|_pin_memory_loop|_worker_loop)$", False),
     ("data_loading", 1, r"^multiprocessing/(?:queues|connection)\.py$",
      r"^(?:get|_poll|poll|recv|recv_bytes|_recv_bytes|_recv|wait|get_nowait)$", False),
-    # logging / progress bars / experiment trackers
-    ("logging", 0, r"^(?:wandb|tqdm|rich|tensorboard|tensorboardX|mlflow|comet_ml|neptune|clearml|aim|swanlab|"
+    # logging / progress bars / experiment trackers. A progress bar's iteration wrapper (tqdm's `__iter__`,
+    # `tenumerate`, rich's `track`) only hands on the wrapped iterable's items: a thread in it waits in that
+    # iterable (the DataLoader, whose frames a cut traceback lost), not in the bar.
+    ("logging", 0, r"^(?:tqdm|rich)/", r"^(?!(?:__iter__|__anext__|tenumerate|tzip|tmap|track)$)", False),
+    ("logging", 0, r"^(?:wandb|tensorboard|tensorboardX|mlflow|comet_ml|neptune|clearml|aim|swanlab|"
                    r"loguru|sentry_sdk|trackio)/|^torch/utils/tensorboard/|^(?:lightning/pytorch|pytorch_lightning)"
                    r"/loggers/|^transformers/integrations/integration_utils\.py$|^logging/(?:__init__|handlers)\.py$",
      None, False),
@@ -88,10 +91,41 @@ _LAUNCHER_FILES = re.compile(r"^torch/distributed/(?:elastic/agent/|run\.py$|lau
                              r"^deepspeed/launcher/|^accelerate/commands/launch\.py$")
 
 
+# Wrapper frames: a progress bar's or tracker's loop over the object it wraps (`for obj in iterable: yield obj` in
+# tqdm's __iter__, rich's track), a decorator's or context manager's pass-through. A thread whose innermost frame is
+# one of these is inside the wrapped object (a DataLoader's __next__, a collective its iteration issues), not in the
+# wrapper's own work: they decide no class. The wrapper's own work shows as frames inside it (tqdm's refresh,
+# display, its lock), which still classify.
+_WRAPPERS: list[tuple[str, str]] = [
+    (r"^tqdm/(?:std|notebook|asyncio|gui|rich|tk|keras|dask)\.py$", r"^(?:__iter__|__aiter__|__anext__|__next__)$"),
+    (r"^tqdm/contrib/(?:__init__|concurrent|itertools)\.py$", r"^(?:tenumerate|tzip|tmap|tproduct|_executor_map|"
+                                                            r"thread_map|process_map)$"),
+    (r"^rich/progress\.py$", r"^(?:track|__iter__|__next__|_track)$"),
+    (r"^torch/utils/_contextlib\.py$", r"^(?:decorate_context|generator_context|__enter__|__exit__)$"),
+    (r"^contextlib\.py$", r"^(?:__enter__|__exit__|inner)$"),
+    (r"^functools\.py$", r"^(?:wrapper|_wrapper)$"),
+]
+_WRAPPERS_RX = [(re.compile(f), re.compile(fn)) for f, fn in _WRAPPERS]
+
+
+def is_wrapper(frame: dict) -> bool:
+    """A frame that only passes through to what it wraps (postmortem.stacks.classify._WRAPPERS)."""
+    if is_native(frame):
+        return False
+    return _is_wrapper(bare_name(frame.get("func")).rsplit(".", 1)[-1], short_file(frame.get("file") or ""))
+
+
+@lru_cache(maxsize=65536)
+def _is_wrapper(name: str, path: str) -> bool:
+    return any(frx.search(path) and fnrx.search(name) for frx, fnrx in _WRAPPERS_RX)
+
+
 @lru_cache(maxsize=65536)
 def _frame_rule(func: str, file: str, native: bool) -> tuple[str, int] | None:
     name = bare_name(func)
     path = file.replace("\\", "/").rsplit("/", 1)[-1] if native else short_file(file)
+    if not native and _is_wrapper(name.rsplit(".", 1)[-1], path):
+        return None
     for cls, tier, frx, fnrx, nat in _COMPILED:
         if nat and not native:
             continue
@@ -174,6 +208,8 @@ def _is_library_frame(frame: dict) -> bool:
     raw = (frame.get("file") or "").replace("\\", "/")
     if not raw or raw.startswith("<") or "/site-packages/" in raw or "/dist-packages/" in raw:
         return True
+    if _C_SOURCE.search(raw):
+        return True  # an interpreter's or extension's C frame (py-spy --native): never the user's own code
     sf = short_file(raw)
     top = sf.split("/", 1)[0]
     if top.endswith(".py"):
@@ -243,12 +279,45 @@ _LOGGING_NAME = re.compile(r"(?i)(?:^|_)(?:log|logs|logging|logger|print|emit|wr
                            r"(?:_|$)")
 
 
+# A network client reading or writing a socket (the stdlib's and the common HTTP/RPC clients'), and what the user's
+# code that called it was for, by its name: a metrics push or a log upload blocks the loop like any logger, a
+# checkpoint upload is checkpoint I/O, a shard download is data loading.
+_NET_FILES = re.compile(r"^(?:socket|ssl|http/client|urllib/request|xmlrpc/client|ftplib|smtplib)\.py$|"
+                        r"^(?:requests|urllib3|httpx|httpcore|grpc|aiohttp|websocket|botocore|boto3|s3transfer)/")
+_NET_PURPOSE = (("checkpoint_io", re.compile(r"(?i)checkpoint|ckpt|save|upload_model|push_to_hub|weights")),
+                ("data_loading", re.compile(r"(?i)download|fetch_(?:shard|data|batch)|dataset|load_(?:shard|data)")),
+                ("logging", re.compile(r"(?i)metric|log|telemetry|track|report|monitor|push|stat[sd]?\b|export|"
+                                       r"prometheus|heartbeat|notify|alert")))
+
+
+_C_SOURCE = re.compile(r"\.(?:c|cc|cpp|cxx|h|hpp|cu)$")
+
+
+def _network_caller(frames: list[dict]) -> str | None:
+    """The class of a stack blocked in a network client, from the purpose its innermost user caller names."""
+    # (py-spy --native lists CPython's own C frames, `sock_recv_guts (socketmodule.c:3536)`, unflagged)
+    py = [f for f in frames or [] if not is_native(f) and not _C_SOURCE.search(str(f.get("file") or ""))]
+    if not py or not any(_NET_FILES.search(short_file(f.get("file"))) for f in py[:12]):
+        return None
+    user = last_user_frame(py)
+    if user is None:
+        return None
+    name = str(user.get("func") or "")
+    for cls, rx in _NET_PURPOSE:
+        if rx.search(name):
+            return cls
+    return None
+
+
 def classify_thread(frames: list[dict], active=None) -> str:
     """classify_frames, plus what an idle thread in the user's own code says: py-spy marks a thread idle when it
     waits in a system call, and Python frames show no builtin below the user's line; a user function that logs or
     prints (by its name) idle there is blocked writing its output (a full pipe, a stalled file system, a handler
     lock), so the stack is logging. `active`: py-spy's active flag (None when unknown)."""
     cls = classify_frames(frames)
+    net = _network_caller(frames) if cls in ("unknown", "idle", "sleep_lock") else None
+    if net is not None:
+        return net
     if cls != "unknown" or active is not False:
         return cls
     user = next((f for f in frames or [] if not is_native(f)), None)

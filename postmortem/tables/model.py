@@ -10,7 +10,7 @@ import pandas as pd
 from postmortem.ingest import bundle
 from postmortem.tables import schema
 from postmortem.tables.numbers import Numbers
-from postmortem.ranks.ends import exception_role
+from postmortem.ranks.ends import classify as classify_exception
 from postmortem import stacks as stacks_mod
 from postmortem.ingest.discover import Source
 
@@ -75,7 +75,7 @@ def assemble(sources: list[Source], acc: dict[str, dict[str, list]], counts: dic
     frames = {name: frame_of(name) for name in schema.TABLE_NAMES}
     _date_stamps_without_year(frames, raw_ts)
     frames["stacks"] = stacks_mod.join_ranks(frames["stacks"], meta["hostpid_rank"])  # dumped pids -> NCCL ranks
-    frames["stacks"] = traceback_stacks(frames["stacks"], frames["tracebacks"])
+    frames["stacks"] = traceback_stacks(frames["stacks"], frames["tracebacks"], _handled(frames, meta))
     for name, df in frames.items():
         schema.validate(name, df)
     meta.update(_world(frames))
@@ -92,17 +92,38 @@ _WHERE_MSG = re.compile(r"(?i)timed? ?out|got signal|SIGTERM|SIGINT|Terminated")
 _TIMEOUT_MSG = re.compile(r"(?i)timed? ?out|timeout")
 
 
-def traceback_stacks(stacks: pd.DataFrame, tracebacks: pd.DataFrame) -> pd.DataFrame:
-    """`stacks` plus one stack per 'where was it' traceback of a rank (or rank-less file) that no dump covers."""
+# Root exceptions whose traceback still shows where a rank waited: the ranks' collectives did not match there.
+_MISMATCH_CATEGORIES = ("barrier_skew", "ddp_usage_error", "collective_timeout")
+
+
+def _handled(frames: dict, meta: dict | None = None) -> list[bool] | None:
+    """Which tracebacks the program went on from (postmortem.ranks.ends.handled_tracebacks), from the frames so far."""
+    from types import SimpleNamespace
+
+    from postmortem.ranks.ends import handled_tracebacks
+    if frames["tracebacks"].empty:
+        return None
+    view = SimpleNamespace(tracebacks=frames["tracebacks"], steps=frames["steps"], events=frames["events"],
+                           meta=meta or {})
+    return handled_tracebacks(view)
+
+
+def traceback_stacks(stacks: pd.DataFrame, tracebacks: pd.DataFrame, handled: list[bool] | None = None) -> pd.DataFrame:
+    """`stacks` plus one stack per 'where was it' traceback of a rank (or rank-less file) that no dump covers.
+    `handled`: per traceback, whether the program went on after it (then it is not where the rank ended)."""
     if tracebacks.empty:
         return stacks
     dumped = {(r if pd.notna(r) else s) for r, s in zip(stacks["rank"], stacks["source"])} if len(stacks) else set()
     rows = []
-    for tb in tracebacks.itertuples(index=False):
+    for i, tb in enumerate(tracebacks.itertuples(index=False)):
         frames = tb.frames or []
         if len(frames) < 2 or stacks_mod.is_launcher(frames):
             continue  # a launcher's own traceback (mp.spawn's join, torchrun's agent) is no rank's stack
-        role = exception_role(tb.exc_type, tb.exc_message, frames)
+        if handled is not None and handled[i]:
+            continue  # the rank went on training after it: a handled error, not where the rank was at the end
+        role, category, _ = classify_exception(tb.exc_type, tb.exc_message, frames)
+        if role == "root" and category not in _MISMATCH_CATEGORIES:
+            continue  # an exception of its own (a port in use at start-up): an error, not a picture of a wait
         where = _WHERE_EXC.search(str(tb.exc_type)) or _WHERE_MSG.search(str(tb.exc_message)[:300]) \
             or role in ("lost_peer", "waiting")
         if not where and stacks_mod.classify_frames(frames) != "collective_wait":

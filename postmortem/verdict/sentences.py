@@ -107,6 +107,16 @@ def _others(f: Finding) -> str:
     return ranks_phrase(f.affected_ranks, none="the other ranks")
 
 
+def _own_words(f: Finding, zh: bool = False) -> str:
+    """` ('data check failed: ...')`: the culprit's own last line as its finding cites it ("" when none is cited)."""
+    for e in f.evidence:
+        text = str(e.text)
+        if e.rank in f.culprit_ranks and "after logging: " in text:
+            quote = clip(text.split("after logging: ", 1)[1], 140)
+            return f"（“{quote}”）" if zh else f" ('{quote}')"
+    return ""
+
+
 def finding_sentence(f: Finding) -> str:
     """The finding as one sentence: what happened, on which rank, at which step or phase, and why."""
     who, whose = ranks_phrase(f.culprit_ranks, capital=True), ranks_phrase(f.culprit_ranks)
@@ -119,6 +129,10 @@ def finding_sentence(f: Finding) -> str:
     if cat == "host_oom":
         return f"The kernel's out-of-memory killer {hedge}ended {whose}{step} because the host ran out of RAM."
     if cat == "dataloader_failure":
+        if "raised" in f.title and "DataLoader worker" in f.title:  # the data code's own exception, not a death
+            exc = re.search(r"raised (\S+)", f.title)
+            return (f"The data code of {whose} {hedge}raised {exc.group(1) if exc else 'an exception'} in a "
+                    f"DataLoader worker{step}, and the rank stopped.")
         shm = " (out of shared memory)" if "shared memory" in f.title else ""
         return f"A DataLoader worker of {whose} {hedge}died{shm}{step}, and the rank stopped with it."
     if cat == "barrier_skew":
@@ -159,6 +173,10 @@ def finding_sentence(f: Finding) -> str:
         code = re.search(r"exited \(([^)]*)\)", f.title)
         after = f", and {_others(f)} lost it" if f.affected_ranks else ""
         return f"{who} {hedge}exited ({code.group(1) if code else 'non-zero'}) without an exception{step}{after}."
+    if cat == "rank_crash" and "logged an error and exited" in f.title:
+        said = _own_words(f)
+        after = f", and {_others(f)} lost it" if f.affected_ranks else ""
+        return f"{who} {hedge}logged an error and exited{step}{said}{after}."
     if cat == "rank_crash":
         exc = exception_name(f)
         with_exc = f" with {exc}" if exc else " with an exception"
@@ -169,9 +187,38 @@ def finding_sentence(f: Finding) -> str:
         why = f"; rank {lag.group(1)} lagged behind" if lag else "; nothing in the logs shows why"
         where = f" on {ranks_phrase(f.affected_ranks)}" if f.affected_ranks else ""
         return f"A collective timed out{where}{step}{why}."
+    if cat == "job_stopped":
+        return stopped_sentence(f)
     if cat == "no_failure":
         return sentence_case(f.title.rstrip(".")) + "."
     return f"Something failed{' on ' + whose if f.culprit_ranks else ''}{step}, but the evidence does not say what."
+
+
+STOP_WORDS = {"time_limit": "the scheduler's time limit", "preemption": "a preemption",
+              "cancelled": "a cancellation", "node_failure": "a node failure", "eviction": "a Kubernetes eviction",
+              "requeued": "a requeue", "terminated": "a stop signal from outside"}
+STOP_WORDS_ZH = {"time_limit": "调度器的时间限制", "preemption": "抢占", "cancelled": "取消（scancel、Ctrl-C 或会话关闭）",
+                 "node_failure": "节点故障", "eviction": "Kubernetes 驱逐", "requeued": "重新排队",
+                 "terminated": "来自外部的终止信号"}
+
+
+def stopped_sentence(f: Finding) -> str:
+    """A job_stopped finding as one sentence: what ended the job, and whether it was healthy then."""
+    what = STOP_WORDS.get(f.reason or "", "the scheduler or a person")
+    step = _step(f)
+    if not f.explains:  # a stop that cut a job already in trouble: the trouble is the claim
+        return f"The job had probably stopped making progress or failed before {what} ended it{step}."
+    hedge = "probably " if f.confidence < 0.5 else ""
+    return f"The job was {hedge}ended by {what}{step} while it was training normally; the code did not fail."
+
+
+def stopped_sentence_zh(f: Finding) -> str:
+    """stopped_sentence in Chinese."""
+    what = STOP_WORDS_ZH.get(f.reason or "", "调度器或人为操作")
+    step = f"在第 {as_int(f.step)} 步之后" if as_int(f.step) is not None else ""
+    if not f.explains:
+        return f"任务{step}被{what}终止之前很可能已经停止推进或已经出错。"
+    return f"任务{step}被{what}终止，当时训练正常进行；代码本身没有出错。"
 
 
 def zh_ranks(ranks, none: str = "某个 rank") -> str:
@@ -202,6 +249,9 @@ def finding_sentence_zh(f: Finding) -> str:
     if cat == "host_oom":
         return f"主机内存耗尽，内核 OOM killer {hedge}{step}杀死了{who}。"
     if cat == "dataloader_failure":
+        if "raised" in f.title and "DataLoader worker" in f.title:
+            exc = re.search(r"raised (\S+)", f.title)
+            return f"{who}的数据代码{hedge}{step}在 DataLoader 工作进程中抛出了 {exc.group(1) if exc else '异常'}，该 rank 随之停止。"
         shm = "（共享内存不足）" if "shared memory" in f.title else ""
         return f"{who}的一个 DataLoader 工作进程{hedge}{step}退出{shm}，该 rank 随之停止。"
     if cat == "barrier_skew":
@@ -235,6 +285,9 @@ def finding_sentence_zh(f: Finding) -> str:
         code = re.search(r"exited \(([^)]*)\)", f.title)
         return f"{who}{hedge}{step}未抛出异常就退出了（{code.group(1) if code else '非零退出'}）" + (
             f"，{others}随之失去连接" if f.affected_ranks else "") + "。"
+    if cat == "rank_crash" and "logged an error and exited" in f.title:
+        return f"{who}{hedge}{step}记录了一条错误后自行退出{_own_words(f, zh=True)}" + (
+            f"，{others}随之失去连接" if f.affected_ranks else "") + "。"
     if cat == "rank_crash":
         exc = exception_name(f)
         after = f"，{others}随之停止" if f.affected_ranks else ""
@@ -242,6 +295,8 @@ def finding_sentence_zh(f: Finding) -> str:
     if cat == "collective_timeout":
         where = f"{zh_ranks(f.affected_ranks)}上的" if f.affected_ranks else ""
         return f"{where}集合通信{step}超时；日志中看不出原因。"
+    if cat == "job_stopped":
+        return stopped_sentence_zh(f)
     if cat == "no_failure":
         return "输入中没有故障信号（没有异常、超时、被杀或错误行）。"
     return f"{'在' + who + '上' if f.culprit_ranks else ''}{step}发生了故障，但证据不足以说明原因。"

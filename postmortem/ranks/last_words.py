@@ -1,0 +1,86 @@
+"""A rank's own last words: the error it logged itself just before it stopped (`ERROR trainer: data check failed:
+empty batch at step 14 (shard 1); exiting`), read from its last lines. A rank that says it is stopping and then
+exits with an error code left on purpose: its line, not its peers' closed connections and not a template about
+native crashes, is the story of its end."""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from postmortem.verdict.findings import Evidence
+
+NEAR = 6  # the words are among the rank's last lines (a wrapper's own `Training failed` may follow them)
+_ERROR = re.compile(r"(?<![\w.-])(?:ERROR|FATAL|CRITICAL)(?![\w.-])|(?<![\w/])[EF]\d{4} \d\d:\d\d")
+_STOPPING = re.compile(r"(?i)\b(?:exiting|aborting|giving up|shutting down|cannot continue|can't continue|"
+                       r"stopping (?:training|the run|now)|exit(?:ing)? with (?:code|status))\b")
+# the launcher's own lines about a rank (its stop signals, its summary), never the rank's words
+_LAUNCHER = re.compile(r"closing signal|exitcode|ChildFailedError|Root Cause|error_file|Signal \d+ \(SIG|"
+                       r"ProcessRaisedException|ProcessExitedException")
+_NOISE = re.compile(r"^\s*(?:Traceback \(most recent call last\)|File \"|During handling|The above exception|"
+                    r"\^+\s*$|~+\s*$)")
+
+
+def after_words(text: str) -> bool:
+    """A line that follows a rank's own last words without adding any: a traceback's lines, a peer's closed
+    connection or a timeout it reports, the launcher's lines about it."""
+    from postmortem.ranks.ends import _PEER_GONE, _WAIT_MSG
+    t = str(text)[:600]
+    return bool(not t.strip() or _NOISE.search(t) or _PEER_GONE.search(t) or _WAIT_MSG.search(t)
+                or _LAUNCHER.search(t) or _exception_line(t) or t.startswith(("  ", "\t")))
+
+
+def _said(message: str) -> int:
+    """2: says it stops (`...; exiting`), 1: an error line of its own, 0: neither."""
+    from postmortem.ranks.ends import _PEER_GONE, _WAIT_MSG
+    text = str(message)[:600]
+    if _NOISE.search(text) or _PEER_GONE.search(text) or _WAIT_MSG.search(text) or _LAUNCHER.search(text) \
+            or _exception_line(text):
+        return 0
+    if _STOPPING.search(text):
+        return 2
+    return 1 if _ERROR.search(text) else 0
+
+
+def _exception_line(text: str) -> bool:
+    from postmortem import catalog
+    try:
+        return catalog.exception_line(text) is not None
+    except Exception:  # noqa: BLE001 - a line the catalog cannot read is no exception line
+        return False
+
+
+def last_words(tables) -> dict[int, tuple[int, Evidence]]:
+    """rank -> (2 stop / 1 error, the line) for every rank whose last lines hold an error it logged itself."""
+    ll = tables.frames.get("last_lines") if hasattr(tables, "frames") else None
+    if ll is None or ll.empty:
+        return {}
+    ll = ll[ll["rank"].notna() & ll["distance"].notna() & (ll["distance"] <= NEAR)]
+    out: dict = {}
+    for rank, src, line, msg, dist in zip(ll["rank"].tolist(), ll["source"].tolist(), ll["line"].tolist(),
+                                          ll["message"].tolist(), ll["distance"].tolist()):
+        kind = _said(str(msg))
+        if not kind:
+            continue
+        r = int(rank)
+        key = (kind, -int(dist))
+        if r not in out or key > out[r][0]:
+            out[r] = (key, Evidence(src, None if pd.isna(line) else int(line), r, str(msg).strip()[:300]))
+    return {r: (k[0], e) for r, (k, e) in out.items()}
+
+
+def apply(tables, rows: dict) -> None:
+    """A rank that exited with an error code and no exception (`left`), or whose end nothing recorded (`running`)
+    but whose last lines say it stops, ended on its own words: `end` becomes `exited` with that line as its detail
+    and `root` as its cause (postmortem.ranks.ends fills the rest)."""
+    words = last_words(tables)
+    for r, rr in rows.items():
+        if r not in words:
+            continue
+        kind, ev = words[r]
+        end = rr.get("end")
+        if end == "left" or (end == "running" and kind == 2):
+            code = rr.get("exit")
+            how = f"exit {code}" if code is not None and not pd.isna(code) else "it stopped"
+            rr.update(end="exited", end_detail=f"{how} after logging: {ev.text}"[:300], end_cause="root",
+                      end_at=f"{ev.source}:{ev.line}" if ev.line is not None else ev.source, end_category=None)
