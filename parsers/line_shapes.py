@@ -52,15 +52,17 @@ NCCL_VERSION_RE = regex.compile(r"NCCL version (\d+\.\d+\.\d+)")
 HOSTPID_RE = regex.compile(r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):\d+ ")
 SRUN_LABEL_RE = regex.compile(r"^\s{0,4}(?:P\d+ )?(?P<rank>\d{1,5}): ")
 HOST_PREFIX_RE = regex.compile(r"^(?P<host>[A-Za-z][\w.-]*[\d-][\w.-]*): ")
+# A key's parts before and after its word are bounded (128 and 64 characters): unbounded, a long dotted or repeated
+# token was walked to its end from each of its starts.
 CONFIG_RE = regex.compile(
-    r"(?i)(?:--|\b)(?P<key>[a-z_][\w.-]*?(?:batch_size|batch|_period|period|every|_interval|interval|_steps|_freq|"
-    r"frequency|num_workers|epochs|timeout|ddp_timeout)\w*)['\"]?(?:\s*[=:]\s*|\s+)['\"]?(?P<value>\d+(?:\.\d+)?)\b")
+    r"(?i)(?:--|\b)(?P<key>[a-z_][\w.-]{0,128}?(?:batch_size|batch|_period|period|every|_interval|interval|_steps|_freq|"
+    r"frequency|num_workers|epochs|timeout|ddp_timeout)\w{0,64})['\"]?(?:\s*[=:]\s*|\s+)['\"]?(?P<value>\d+(?:\.\d+)?)\b")
 CONFIG_TRIGGER = re.compile(r"batch|period|every|interval|steps|freq|workers|epochs|timeout", re.I)  # stdlib: 5x faster
 # The words any CONFIG_RE key ends with (config_hint looks for a match where one of them occurs).
 CONFIG_HINT_WORDS = ("batch", "period", "every", "interval", "_steps", "_freq", "frequency", "num_workers", "epochs",
                      "timeout")
 # What any CONFIG_RE match contains (its key's end, then `=`/`:`/space and a digit): a cheap test before finditer.
-CONFIG_HINT_RE = re.compile(f"(?:{'|'.join(CONFIG_HINT_WORDS)})" r"\w*['\"]?(?:\s*[=:]\s*|\s+)['\"]?\d", re.I)
+CONFIG_HINT_RE = re.compile(f"(?:{'|'.join(CONFIG_HINT_WORDS)})" r"\w{0,64}['\"]?(?:\s*[=:]\s*|\s+)['\"]?\d", re.I)
 # A config echo (`sample_every=1000`, `'eval_every': 500`) wherever it is printed: found by the whole-block scan at
 # every occurrence (the config words alone are reported once per block: `epoch 3 batch 120` is progress, and so is
 # `batch: 120`: a bare `batch` key is left to that, only `batch_…`/`…_batch` keys are echoes here).

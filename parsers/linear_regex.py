@@ -94,7 +94,7 @@ def _gaps(alt: str) -> list[int]:
         if depth == 0:
             for gap in GAPS:
                 end = i + len(gap)
-                if alt.startswith(gap, i) and alt[end:end + 1] not in ("?", "+"):
+                if alt.startswith(gap, i) and alt[end:end + 1] != "+":  # greedy or lazy: the same lines match
                     found.append(i)
                     break
         if ch == "[":
@@ -105,6 +105,40 @@ def _gaps(alt: str) -> list[int]:
             depth -= 1
         i += 1
     return found
+
+
+def _fixed_width(part: str) -> bool:
+    """True when every match of `part` has the same length: characters, escapes and classes only (no group,
+    alternative or quantifier), so its first match is also the one that ends first."""
+    in_class, i = False, 0
+    while i < len(part):
+        ch = part[i]
+        if ch == "\\":
+            if part[i + 1:i + 2] in ("b", "B", "A", "Z", "d", "D", "w", "W", "s", "S") or not part[i + 1:i + 2].isalpha():
+                i += 2
+                continue
+            return False  # \p{...}, \N{...}: not worth telling apart
+        if in_class:
+            in_class = not (ch == "]" and part[i - 1] != "[" and part[i - 2:i] != "[^")
+        elif ch == "[":
+            in_class = True
+        elif ch in "()|*+?{^$.":
+            return False
+        i += 1
+    return not in_class
+
+
+def head_parts(head: str) -> list[str]:
+    """The alternatives of a gap's head (`(?:a|b)` -> [a, b]), each one whose first match in a line ends first
+    among its matches (fixed width, or ending at a word's end); the earliest of their ends is where the tail may
+    start (NotLinear for any other head)."""
+    inner = _unwrap(head)
+    parts = _depth_split(inner, "|") if inner != head else [head]
+    for part in parts:
+        if not (_fixed_width(part) or _ends_at_word_end(part)):
+            raise NotLinear(f"the part before the gap must end at a word's end (\\b), be a literal or of fixed "
+                            f"width: {head!r}")
+    return parts
 
 
 def _ends_at_word_end(head: str) -> bool:
@@ -137,10 +171,29 @@ def split_alternative(alt: str) -> tuple[str, str | None]:
         raise NotLinear(f"more than one unbounded gap: {alt!r}")
     cut = gaps[0]
     gap = GAPS[0] if alt.startswith(GAPS[0], cut) else GAPS[1]
-    head, tail = alt[:cut], alt[cut + len(gap):]
-    if not _ends_at_word_end(head):
-        raise NotLinear(f"the part before the gap must end at a word's end (\\b) or be a literal: {alt!r}")
+    end = cut + len(gap) + (alt[cut + len(gap):cut + len(gap) + 1] == "?")
+    head, tail = _without_optional_end(alt[:cut]), alt[end:]
+    head_parts(head)  # refuses a head whose first match may not end first
     return head, tail
+
+
+def _without_optional_end(head: str) -> str:
+    """`head` without a trailing optional group (`bootstrap(?:Root|Net)?` -> `bootstrap`): before a gap it changes
+    no line's answer (the gap takes what it would have), and the head left has one end per start."""
+    while head.endswith(")?"):
+        depth, i = 0, len(head) - 2
+        while i >= 0:  # the `(` that opens the group (no escapes or classes with parentheses expected here)
+            if head[i] == ")" and (i == 0 or head[i - 1] != "\\"):
+                depth += 1
+            elif head[i] == "(" and (i == 0 or head[i - 1] != "\\"):
+                depth -= 1
+                if depth == 0:
+                    break
+            i -= 1
+        if i <= 0 or "[" in head[i:]:
+            return head
+        head = head[:i]
+    return head
 
 
 class LinearSearch:
@@ -153,6 +206,7 @@ class LinearSearch:
             import regex
             compile_ = regex.compile
         plain, self.pairs = [], []
+        self.pattern = "|".join(p for p, _ in patterns)  # the source, for whoever reads it (tests, repr)
         for pattern, caseless in patterns:
             i = "(?i:" if caseless else "(?:"
             for alt in _depth_split(_unwrap(pattern), "|"):
@@ -160,7 +214,8 @@ class LinearSearch:
                 if tail is None:
                     plain.append(i + head + ")")
                 else:
-                    self.pairs.append((compile_(i + head + ")", flags), compile_(i + tail + ")", flags)))
+                    self.pairs.append(([compile_(i + part + ")", flags) for part in head_parts(head)],
+                                       compile_(i + tail + ")", flags)))
         self.plain = compile_("|".join(plain), flags) if plain else None
 
     def search(self, text):
@@ -170,17 +225,33 @@ class LinearSearch:
             if m is not None:
                 return m
         nl = "\n" if isinstance(text, str) else b"\n"
-        for head, tail in self.pairs:
+        for heads, tail in self.pairs:
             pos = 0
+            found: list = [False] * len(heads)  # each head's next match (None: no more), searched again once passed
             while True:
-                m = head.search(text, pos)
-                if m is None:
+                for k, h in enumerate(heads):
+                    if found[k] is False or (found[k] is not None and found[k].start() < pos):
+                        found[k] = h.search(text, pos)
+                # the earliest end of a head match in this line (a later one leaves the tail less room)
+                ends = [m.end() for m in found if m is not None]
+                if not ends:
                     break
-                end = text.find(nl, m.end())
-                t = tail.search(text, m.end(), len(text) if end < 0 else end)
+                first = min(ends)
+                line_start = text.rfind(nl, 0, first) + 1
+                if line_start > pos:  # that head is on a later line: search the heads again from there
+                    pos = line_start
+                    continue
+                end = text.find(nl, first)
+                t = tail.search(text, first, len(text) if end < 0 else end)
                 if t is not None:
                     return t
                 if end < 0:
                     break
                 pos = end + 1  # the next line: its first head
         return None
+
+
+def compile_search(pattern: str, flags: int = 0, compile_=None) -> LinearSearch:
+    """LinearSearch of one pattern (a leading `(?i)` read as its flag), for a caller that only asks `.search()`."""
+    caseless = pattern.startswith("(?i)")
+    return LinearSearch([(pattern[4:] if caseless else pattern, caseless)], compile_, flags)

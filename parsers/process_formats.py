@@ -68,7 +68,7 @@ DEFS: list[dict] = [
     # ---- gloo / store / socket (FORMATS.md §2.4, §2.7)
     {"name": "gloo-timeout", "kind": "collective_timeout", "level": "error",
      "triggers": ["Timed out waiting", "Read timeout"],
-     "pattern": r"(?:Timed out waiting (?P<timeout_ms>\d+)ms for (?P<op>recv|send) operation to complete|Read timeout \[(?P<peer>[^\]]+)\]:?(?P<port>\d*))",
+     "pattern": r"(?:Timed out waiting (?P<timeout_ms>\d+)ms for (?P<op>recv|send) operation to complete|Read timeout \[(?P<peer>[^\]]{1,256})\]:?(?P<port>\d*))",
      "samples": [("[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 10000ms for recv operation to complete",
                   {"timeout_ms": "10000", "op": "recv"}),
                  ("RuntimeError: [/opt/gloo/transport/tcp/buffer.cc:76] Read timeout [127.0.0.1]:32444", {"peer": "127.0.0.1"})]},
@@ -130,7 +130,7 @@ DEFS: list[dict] = [
                   {"gpu": "0", "total": "10.92 GiB", "free": "2.44 GiB"})]},
     {"name": "host-oom-killer", "kind": "host_oom", "level": "error",
      "triggers": ["Kill process", "Killed process", "oom-kill", "oom_kill", "invoked oom-killer", "Out Of Memory", "can't allocate memory", "Cannot allocate memory", "MemoryError", "std::bad_alloc"],
-     "pattern": r"(?:(?P<scope>Memory cgroup out of memory|Out of memory): Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)(?:.*?anon-rss:\s*(?P<anon_rss_kb>\d+)\s*kB)?|oom-kill:constraint=(?P<constraint>\w+).*?task=(?P<task>[^,]+),pid=(?P<kpid>\d+)|(?P<invoker>\S+) invoked oom-killer|Detected (?P<events>\d+) oom[_-]kill event|task (?P<task_id>\d+): Out Of Memory|(?P<cpu_alloc>DefaultCPUAllocator: can't allocate memory)|(?P<memerr>^MemoryError\b)|(?P<bad_alloc>std::bad_alloc))",
+     "pattern": r"(?:(?P<scope>Memory cgroup out of memory|Out of memory): Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]{0,256})\)(?:.{0,512}?anon-rss:\s*(?P<anon_rss_kb>\d+)\s*kB)?|oom-kill:constraint=(?P<constraint>\w+).{0,2048}?task=(?P<task>[^,]{1,256}),pid=(?P<kpid>\d+)|(?<!\S)(?P<invoker>\S+) invoked oom-killer|Detected (?P<events>\d+) oom[_-]kill event|task (?P<task_id>\d+): Out Of Memory|(?P<cpu_alloc>DefaultCPUAllocator: can't allocate memory)|(?P<memerr>^MemoryError\b)|(?P<bad_alloc>std::bad_alloc))",
      "samples": [("[2059991.491542] Out of memory: Killed process 25315 (python3) total-vm:53312244 kB, anon-rss:31451456kB, file-rss:74816kB", {"pid": "25315", "comm": "python3", "anon_rss_kb": "31451456"}),
                  ("slurmstepd: error: Detected 1 oom_kill event in StepId=8538204.0. Some of the step tasks have been OOM Killed.", {"events": "1"}),
                  ("terminate called after throwing an instance of 'std::bad_alloc'", {"bad_alloc": "std::bad_alloc"})]},
@@ -157,21 +157,21 @@ DEFS: list[dict] = [
     {"name": "checkpoint-save", "scan": "regex", "kind": "checkpoint_save", "level": "info",
      "triggers": ["aving", "save_checkpoint", "checkpoint", "Checkpoint"],
      "requires_nocase": [["sav"]],  # sav(ing|ed|e), ...saved, save_checkpoint
-     "pattern": r"(?i)(?:\bsav(?:ing|ed?)\b[^\n]{0,60}?\b(?:checkpoint|ckpt|model|state|weights)\b|\bcheckpoint[^\n]{0,40}?\bsaved\b|save_checkpoint)(?:[^\n]*?(?P<path>[\w./~-]+\.(?:pth?|ckpt|bin|safetensors|pkl|h5)\b|[\w./~-]*checkpoint-\d+))?",
+     "pattern": r"(?i)(?:\bsav(?:ing|ed?)\b[^\n]{0,60}?\b(?:checkpoint|ckpt|model|state|weights)\b|\bcheckpoint[^\n]{0,40}?\bsaved\b|save_checkpoint)(?:(?:[^\n]*?(?<![\w./~-]))??(?P<path>[\w./~-]+\.(?:pth?|ckpt|bin|safetensors|pkl|h5)\b|[\w./~-]*checkpoint-\d+))?",
      "samples": [("Saving model checkpoint to /out/checkpoint-2000", {"path": "/out/checkpoint-2000"}),
                  ("Saved checkpoint: runs/exp/weights/last.pt", {"path": "runs/exp/weights/last.pt"})]},
     {"name": "checkpoint-load", "scan": "regex", "kind": "checkpoint_load", "level": "info",
      "triggers": ["oad", "esum", "checkpoint"],
      "requires_nocase": [["load", "resum", "restor"],  # the verb (torch.load()
                          ["checkpoint", "ckpt", "state", "weights", "model", "torch.load("]],  # and the object
-     "pattern": r"(?i)(?:\b(?:load(?:ing|ed)?|resum(?:e|ing|ed)|restor(?:e|ing))\b[^\n]{0,60}?\b(?:checkpoint|ckpt|state|weights|model)\b|torch\.load\()(?:[^\n]*?(?P<path>[\w./~-]+\.(?:pth?|ckpt|bin|safetensors|pkl|h5)\b|[\w./~-]*checkpoint-\d+))?",
+     "pattern": r"(?i)(?:\b(?:load(?:ing|ed)?|resum(?:e|ing|ed)|restor(?:e|ing))\b[^\n]{0,60}?\b(?:checkpoint|ckpt|state|weights|model)\b|torch\.load\()(?:(?:[^\n]*?(?<![\w./~-]))??(?P<path>[\w./~-]+\.(?:pth?|ckpt|bin|safetensors|pkl|h5)\b|[\w./~-]*checkpoint-\d+))?",
      "samples": [("Loading checkpoint from /out/last.pt", {"path": "/out/last.pt"}),
                  ("Resuming from checkpoint runs/exp/checkpoint-500", {"path": "runs/exp/checkpoint-500"})]},
     # ---- phases of the loop: eval / sample / data preparation
     {"name": "eval-start", "scan": "regex", "kind": "eval_start", "level": "info",
      "triggers": ["val", "Val", "eval", "Eval", "EVAL", "test", "Test"],
      "requires_nocase": [["run", "start", "begin", "validat", "evaluat"]],
-     "pattern": r"(?i)(?:\*+ Running (?:Evaluation|Prediction) \*+|\b(?:start(?:ing)?|running|begin(?:ning)?|run)\s+(?:the\s+)?(?:evaluation|validation|eval|testing)\b|^\s*(?:Validating|Evaluating|Validation|Evaluation)\b(?:[ .:]|$)|Validation DataLoader \d+)",
+     "pattern": r"(?i)(?:(?<!\*)\*+ Running (?:Evaluation|Prediction) \*+|\b(?:start(?:ing)?|running|begin(?:ning)?|run)\s+(?:the\s+)?(?:evaluation|validation|eval|testing)\b|^\s*(?:Validating|Evaluating|Validation|Evaluation)\b(?:[ .:]|$)|Validation DataLoader \d+)",
      "samples": [("***** Running Evaluation *****", {}), ("Starting validation at step 2000", {})]},
     {"name": "sample-start", "scan": "regex", "kind": "sample_start", "level": "info",
      "triggers": ["ampl", "enerat"],
@@ -183,7 +183,7 @@ DEFS: list[dict] = [
      "triggers": ["nan", "NaN", "inf", "Inf", "NAN"],
      # its `\b[\w/.]*loss` backtracks over every long token (paths): most nan/inf lines name no loss at all
      "requires_nocase": [["loss", "gradient", "found in input tensor", "returned", "detected nan"]],
-     "pattern": r"(?i)(?:\b(?P<metric>[\w/.]*loss[\w/.]*)(?:['\"]?\s*[:=]\s*['\"]?\s*| +)(?P<value>-?nan|-?inf(?:inity)?)\b|\b(?:loss|gradient) (?:is|became|becomes) (?P<value2>nan|inf)\b|(?P<check>NaN or Inf found in input tensor)|Function '(?P<fn>\w+)' returned (?P<anomaly>nan) values|(?P<nonfinite>non-finite loss|loss is not finite|detected nan))",
+     "pattern": r"(?i)(?:\b(?P<metric>[\w/.]{0,128}loss[\w/.]{0,128}+)(?:['\"]?\s*[:=]\s*['\"]?\s*| +)(?P<value>-?nan|-?inf(?:inity)?)\b|\b(?:loss|gradient) (?:is|became|becomes) (?P<value2>nan|inf)\b|(?P<check>NaN or Inf found in input tensor)|Function '(?P<fn>\w+)' returned (?P<anomaly>nan) values|(?P<nonfinite>non-finite loss|loss is not finite|detected nan))",
      "samples": [("=> STEP  750   lr: 0.000600   giou_loss:  nan   conf_loss: 10.89", {"metric": "giou_loss", "value": "nan"}),
                  ("total_losses:nan", {"metric": "total_losses", "value": "nan"}),
                  ("{'loss': nan, 'learning_rate': 1e-05}", {"metric": "loss", "value": "nan"}),

@@ -17,14 +17,14 @@ TQDM_RE = regex.compile(
 _TQDM_GROUPS = tuple(TQDM_RE.groupindex[k] for k in ("desc", "n", "total", "postfix", "rate", "unit", "elapsed"))
 HF_DICT_RE = regex.compile(r"^\{'(?:loss|eval_loss|train_runtime|train_loss|grad_norm|learning_rate|epoch)'.*\}\s*$")
 GENERIC_STEP_RE = regex.compile(
-    r"(?i)(?:^|[\s\[|,(])(?:global_step|step|iter(?:ation)?|it|batch)(?:\s*#)?\s*[:=]?\s*(?P<step>\d+)(?:\s*/\s*(?P<total>\d+))?\b")
+    r"(?i)(?:^|[\s\[|,(])(?:global_step|step|iter(?:ation)?|it|batch)(?:\s*#)?\s*(?:[:=]\s*)?(?P<step>\d+)(?:\s*/\s*(?P<total>\d+))?\b")
 LOSS_RE = regex.compile(
-    r"(?i)\b(?:(?:train|total|lm|avg|mean|running)[ _]?)?loss(?:es)?\b['\"]?\s*[:=]?\s*['\"]?(?P<loss>-?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf))")
-LR_RE = regex.compile(r"(?i)\b(?:lr|learning[ _]rate)\b['\"]?\s*[:=]?\s*['\"]?\[?(?P<lr>\d+\.?\d*(?:e[-+]?\d+)?)")
-EPOCH_RE = regex.compile(r"(?i)\b(?:epoch|ep)\b\s*[:=]?\s*(?P<epoch>\d+(?:\.\d+)?)")
+    r"(?i)\b(?:(?:train|total|lm|avg|mean|running)[ _]?)?loss(?:es)?\b['\"]?\s*(?:[:=]\s*)?['\"]?(?P<loss>-?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf))")
+LR_RE = regex.compile(r"(?i)\b(?:lr|learning[ _]rate)\b['\"]?\s*(?:[:=]\s*)?['\"]?\[?(?P<lr>\d+\.?\d*(?:e[-+]?\d+)?)")
+EPOCH_RE = regex.compile(r"(?i)\b(?:epoch|ep)\b\s*(?:[:=]\s*)?(?P<epoch>\d+(?:\.\d+)?)")
 LOSS_ANY_RE = regex.compile(
-    r"(?i)\b\w*loss\w*\b['\"]?\s*[:=]?\s*['\"]?(?P<loss>-?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf))")
-METRIC_PAIR_RE = regex.compile(r"(?i)\b[a-z][\w/.]*\s*[:=]?\s+-?\d+\.\d+\b|\b[a-z][\w/.]*[:=]\s*-?\d")
+    r"(?i)\b\w{0,64}loss\w{0,64}+\b['\"]?\s*(?:[:=]\s*)?['\"]?(?P<loss>-?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf))")
+METRIC_PAIR_RE = regex.compile(r"(?i)\b[a-z][\w/.]{0,80}(?:\s*[:=])?\s+-?\d+\.\d+\b|\b[a-z][\w/.]{0,80}[:=]\s*-?\d")
 STEP_FIRST_RE = regex.compile(r"(?i)^\W{0,4}(?:global_step|step|iter(?:ation)?|it|batch)\b")
 # Other libraries' progress lines: tqdm without a total (`35batch [00:03, 10.5batch/s]`), mmengine/mmcv
 # (`Epoch(train) [1][ 50/500]`, `Iter(val) [ 20/100]`), Keras (`50/500 [==>....] - ETA`), rich (`desc ━━━ 45/100`).

@@ -93,7 +93,7 @@ def test_other_hostile_lines_stay_fast(line):
 
 
 @pytest.mark.parametrize("alt,err", [
-    (r"(?:a|ab)[^\n]*b", "word's end"),       # a head with two ends at one start: the first P is not enough
+    (r"ab*[^\n]*c", "word's end"),            # a head with many ends at one start: its first match may end late
     (r"\bx\b[^\n]*y[^\n]*z", "more than one"),
 ])
 def test_unsafe_shapes_are_refused(alt, err):
@@ -101,7 +101,115 @@ def test_unsafe_shapes_are_refused(alt, err):
         LinearSearch([(alt, False)])
 
 
+@pytest.mark.parametrize("pattern", [r"(?:a|ab)[^\n]*b", r"(?:abcdef|cd)[^\n]*?e", r"(?:x|[Oo]ver)[^\n]*?(?:y|z)"])
+def test_heads_of_fixed_width_alternatives(pattern):
+    """Alternatives of fixed width before a gap: the tail may start at the earliest end of any of them (`abcdef`
+    starts first, `cd` ends first)."""
+    plain = re.compile(pattern)
+    linear = LinearSearch([(pattern, False)], re.compile)
+    rnd = random.Random(7)
+    pieces = ["a", "b", "ab", "abcdef", "cd", "e", "x", "Over", "over", "y", "z", " ", "\n"]
+    for _ in range(3000):
+        line = "".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 10)))
+        assert (plain.search(line) is not None) == (linear.search(line) is not None), (pattern, line)
+
+
 @pytest.mark.parametrize("alt,want", [(r"\s*(?:Sampling)\b", r"(?:Sampling)\b"), (r"\*+ Running", r"\* Running"),
                                       (r"[*=]+ x", r"[*=] x"), (r"\d+\.\d+", r"\d\.\d+")])
 def test_simplified_leading_runs(alt, want):
     assert linear_regex.split_alternative(alt) == (want, None)
+
+
+# ---- every regex the parsers (and the stages that read log lines from the tables) apply to a line: its search time
+# grows linearly with hostile lines made of the pattern's own words (a word repeated, a word then a long run of one
+# character, a long run of one character). A pattern quadratic there is 16x slower on 4x the line, linear 4x.
+
+_LINE_PACKAGES = ("parsers", "reports", "postmortem/ingest", "postmortem/tables", "postmortem/ranks", "postmortem/rules",
+                  "postmortem/verdict", "postmortem/stacks")
+_RUN_CHARS = (" ", "a", "0", ".", "/", "-", "*", ":", "=", "(", "[", "'", "\t", "x.", "a ")
+
+
+def _modules():
+    import importlib
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parent.parent
+    for pkg in _LINE_PACKAGES:
+        base = f"postmortem.{pkg}" if pkg in ("parsers", "reports") else pkg.replace("/", ".")
+        for path in sorted((root / pkg).glob("*.py")):
+            if path.name != "__init__.py":
+                yield importlib.import_module(f"{base}.{path.stem}")
+
+
+def _patterns() -> list:
+    from postmortem.parsers import formats
+    found: dict = {}
+
+    def add(obj, where, depth=0):
+        if isinstance(obj, (re.Pattern, regex.Pattern, LinearSearch)):
+            found.setdefault(id(obj), (where, obj))
+        elif depth < 2 and isinstance(obj, (list, tuple)):
+            for i, x in enumerate(obj):
+                add(x, f"{where}[{i}]", depth + 1)
+        elif depth < 2 and isinstance(obj, dict):
+            for k, x in list(obj.items())[:200]:
+                add(x, f"{where}[{k!r}]", depth + 1)
+    for mod in _modules():
+        for name, val in vars(mod).items():
+            add(val, f"{mod.__name__}.{name}")
+    for f in formats.FORMATS:
+        add(f.regex, f"format {f.name}")
+    from postmortem import catalog  # the message families (read the first catalog.MAX_LINE characters of a line)
+    add(catalog.EXCEPTION_LINE_RE, "catalog.EXCEPTION_LINE_RE")
+    for fam in catalog.families():
+        add(fam.regex, f"family {fam.id}")
+    return sorted(found.values(), key=lambda p: p[0])
+
+
+def _literals(pattern) -> list[str]:
+    src = pattern.pattern if isinstance(pattern.pattern, str) else pattern.pattern.decode("latin-1")
+    out = set()
+    for m in re.finditer(r"(?:\\.|[A-Za-z0-9_ :;,.'\"=/<>!@#%&-])+", src):
+        s = re.sub(r"\\(.)", r"\1", m.group()).strip()
+        if 2 <= len(s) <= 40:
+            out.add(s)
+            out.update(re.findall(r"[A-Za-z_]{3,}", s))
+    return sorted(out)
+
+
+def _hostile(pattern, n: int) -> list[tuple[str, str]]:
+    cases = [(f"{c!r}*n", (c * n)[:n]) for c in _RUN_CHARS]
+    for lit in _literals(pattern):
+        for sep in ("", " ", "."):
+            unit = lit + sep
+            cases.append((f"({lit!r}+{sep!r})*n", (unit * (n // len(unit) + 1))[:n]))
+        for c in (" ", "a", "0", ".", "-"):
+            cases.append((f"{lit!r}+{c!r}*n", lit + c * n))
+    return cases
+
+
+def _search_cpu(pattern, text) -> float:
+    if isinstance(pattern.pattern, bytes):
+        text = text.encode("latin-1", "replace")
+    t = time.process_time()
+    pattern.search(text)
+    return time.process_time() - t
+
+
+def test_line_regexes_search_in_linear_time():
+    """No regex applied to a log line backtracks super-linearly on a long hostile line (the fuzz harness finds them
+    one slow input at a time; this asks every pattern at once)."""
+    n, k = 1000, 4
+    slow = []
+    for where, pattern in _patterns():
+        short, long = _hostile(pattern, n), _hostile(pattern, k * n)
+        for (label, a), (_, b) in zip(short, long):
+            t_short = _search_cpu(pattern, a)
+            if t_short < 1e-4:
+                continue
+            t_long = _search_cpu(pattern, b)
+            if t_long > 2e-3 and t_long > 10 * t_short:
+                t_long = min(t_long, _search_cpu(pattern, b))
+                t_short = min(t_short, _search_cpu(pattern, a))
+                if t_long > 2e-3 and t_long > 10 * t_short:
+                    slow.append(f"{where} on {label}: {t_short * 1e3:.1f} ms at {n}, {t_long * 1e3:.1f} ms at {k * n}")
+    assert not slow, "\n".join(slow)

@@ -12,6 +12,8 @@ import re
 
 import pandas as pd
 
+from postmortem.parsers.linear_regex import compile_search
+
 # The ends, from the rank's own point of view.
 END_KINDS = {
     "exception": "raised an exception",
@@ -32,10 +34,11 @@ IN_COLLECTIVE_ENDS = ("lost_peer", "waiting")
 
 # Exception classes that report another rank's failure or an outside stop, not a cause of their own.
 _STOP_EXC = re.compile(r"(?i)KeyboardInterrupt|SignalException|SystemExit|ChildFailedError|ProcessExitedException")
-_PEER_GONE = re.compile(
+# searched in time linear in the message (its `ProcessGroup.*aborted` from every `ProcessGroup` was not)
+_PEER_GONE = compile_search(
     r"(?i)Connection closed by|Connection reset by peer|Broken pipe|pair closure|remote process exited|"
     r"ncclRemoteError|recvValue failed|sendBytes failed|Connection refused|peer(?: process)? (?:has )?(?:exited|closed)|"
-    r"NCCL communicator was aborted|ProcessGroup.*aborted")
+    r"NCCL communicator was aborted|ProcessGroup.*aborted", 0, re.compile)
 _WAIT_MSG = re.compile(
     r"(?i)timed? ?out|timeout|Watchdog caught|store->get|wait timeout|Socket Timeout|didn't join collective|"
     r"failed to pass monitoredBarrier|Detected mismatch between collectives")

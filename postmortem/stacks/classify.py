@@ -34,7 +34,7 @@ _RULES: list[tuple[str, int, str | None, str | None, bool]] = [
     ("collective_wait", 0, None, r"c10d::|gloo::|^nccl[A-Z]|ProcessGroup(?:NCCL|Gloo|MPI|Wrapper)|TCPStore|"
                                  r"TCPClient|^ibv_poll_cq|^fi_cq_read|^ucp_worker_progress", True),
     # native collective frames without those namespaces: a c10d Work's wait, a collective's own entry point
-    ("collective_wait", 0, None, r"\bWork(?:NCCL|Gloo|MPI|UCC|XCCL)?::(?:wait|synchronize)\b|ProcessGroup\w*::|"
+    ("collective_wait", 0, None, r"\bWork(?:NCCL|Gloo|MPI|UCC|XCCL)?::(?:wait|synchronize)\b|ProcessGroup\w{0,64}::|"
                                  r"(?i:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all)", True),
     # data loading
     ("data_loading", 0, r"^torch/utils/data/|^torch/multiprocessing/(?!spawn\.py$)|^datasets/|^webdataset/|^torchdata/|"

@@ -5,20 +5,33 @@ import re
 
 from postmortem.verdict.findings import Finding
 
-_EXC_RE = re.compile(r"\b((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit))\b")
-_BUSY_RE = re.compile(r"busy \((?P<what>.+)\) while", re.S)
-_STUCK_RE = re.compile(r"stuck in (?P<what>.+?) while", re.S)
+# A dotted class name, at most 16 parts of at most 100 characters: unbounded, every start of a long dotted token
+# walked to its end.
+_EXC_RE = re.compile(r"\b((?:[A-Za-z_]\w{0,100}\.){0,16}[A-Z]\w{0,100}(?:Error|Exception|Interrupt|Exit))\b")
+
+
+def _between(text: str, start: str, end: str, last: bool) -> str | None:
+    """The text between the first `start` and the last (`last`) or first following `end`, at least one character
+    (`start(.+)end` and `start(.+?)end` of a regex, found with two string searches, not from every `start`)."""
+    i = text.find(start)
+    if i < 0:
+        return None
+    a = i + len(start)
+    j = text.rfind(end, a + 1) if last else text.find(end, a + 1)
+    return text[a:j] if j >= 0 else None
 
 
 def straggler_work(f: Finding) -> tuple[str, str | None]:
     """What a straggler finding says the rank did (logger, stuck, busy or outside) and the work its title names."""
-    m = _BUSY_RE.search(f.title) or _STUCK_RE.search(f.title)
+    what = _between(f.title, "busy (", ") while", last=True)
+    if what is None:
+        what = _between(f.title, "stuck in ", " while", last=False)
     if f.category == "logging_blocking":
         return "logger", None
-    if m and f.rule == "odd-rank-out-stack":
-        return "stuck", m.group("what")
-    if m and not m.group("what").startswith("non-collective work"):
-        return "busy", m.group("what")
+    if what is not None and f.rule == "odd-rank-out-stack":
+        return "stuck", what
+    if what is not None and not what.startswith("non-collective work"):
+        return "busy", what
     return "outside", None
 
 
