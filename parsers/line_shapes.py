@@ -7,7 +7,7 @@ import re
 import regex
 
 from postmortem.parsers import formats as fmts
-from postmortem.parsers import embedded, learned_prefix
+from postmortem.parsers import actor_ranks, embedded, learned_prefix, tb_shapes
 from postmortem.parsers.prefixes import strip_prefixes
 
 
@@ -32,7 +32,10 @@ MSG_RANK_RES = [
     regex.compile(r"(?:^|[\s(])rank[=:](?P<r>\d+)\b"),
     regex.compile(r"^\[(?P<r>\d+)\] is setting up NCCL communicator"),
     regex.compile(r"^Rank (?P<r>\d+)/\d+\b"),
-    regex.compile(r"^(?:[^:\[,]{0,16},\s*)?[Rr]ank[ =:#]?(?P<r>\d+)\s*[,:/]"),  # `Epoch 9, Rank 7, world_size 8: ...`
+    # `Epoch 9, Rank 7, world_size 8: ...`; also after a logging level (`%(asctime)s %(levelname)s rank N: ...` once
+    # the time is stripped)
+    regex.compile(r"^(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) {1,8})?(?:[^:\[,]{0,16},\s*)?[Rr]ank[ =:#]?"
+                  r"(?P<r>\d+)\s*[,:/]"),
 ]
 # A literal that every match of the MSG_RANK_RES pattern at the same position contains (None: no other than the
 # "ank"/"ANK" of Rank, RANK, rank, which all but the 5th need).
@@ -88,7 +91,8 @@ TAIL_LINES_KEPT = 20    # last lines kept per rank and file (the last_lines tabl
 # contains a format trigger (postmortem.parsers.formats) or one of these; the rest is skipped unread.
 LINE_TRIGGERS = ["Traceback (most recent call last)", 'File "', "During handling of the above exception",
                  "The above exception was the direct cause", "Error", "Exception", "Exit", "Interrupt", "Failure",
-                 "Timeout", "Fault", "Warning", "GLOBAL_RANK"] + [m[0] for m in embedded.MARKERS]
+                 "Timeout", "Fault", "Warning", "GLOBAL_RANK"] + [m[0] for m in embedded.MARKERS] + \
+    tb_shapes.LINE_TRIGGERS
 # EXC_RE's `...Warning` types yield a row only where they close an open traceback (a bare warning line is no
 # exception): a big file hands them over only within reach of a traceback frame.
 WEAK_EVENT_TRIGGERS = ["Warning"]
@@ -97,7 +101,7 @@ LINE_TRIGGERS_NOCASE = ["batch", "period", "every", "interval", "_steps", "_freq
                         "timeout"]
 # Lines after these are handed over whatever they contain (traceback source lines, torchrun summary fields).
 WINDOW_TRIGGERS = {'File "': EXC_NEAR_FRAME, "Traceback (most recent call last)": 2, "Root Cause (first observed failure)": 12,
-                   "Failures:": 200}
+                   "Failures:": 200, **tb_shapes.WINDOW_TRIGGERS}
 STEP_TRIGGERS = ["{'", "Epoch(", "Iter(", "━", "[=", "/s]"]
 STEP_TRIGGERS_NOCASE = ["step", "iter", "batch", "loss"]
 WEAK_STEP_TRIGGERS_NOCASE = ["it"]  # GENERIC_STEP_RE's bare `it 12`: read in small files only
@@ -165,10 +169,11 @@ class _Scheme:
         if self.jsonl:
             self.srun, self.hosts = False, set()
         self.learned = None if self.jsonl else _learned_prefix(head_lines_all)
+        self.actors = actor_ranks.scheme_for(head_lines_all)  # Ray actors' `(Name pid=P)` prefixes -> ranks
 
     @property
     def active(self) -> bool:
-        return bool(self.srun or self.hosts or self.learned)
+        return bool(self.srun or self.hosts or self.learned or self.actors is not None)
 
     def strip(self, line: str) -> tuple[str, dict]:
         info: dict = {}
@@ -179,6 +184,8 @@ class _Scheme:
             if m and m.group("host") in self.hosts:
                 info["host"] = m.group("host")
                 line = line[m.end():]
+        if self.actors is not None:
+            line = self.actors.note(line, info)
         if self.srun:
             m = SRUN_LABEL_RE.match(line)
             if m:

@@ -163,6 +163,11 @@ def collapse(trajectory: list[ScaleEvent], steps_after: int | None = None) -> Co
                             e.scale if e.scale is not None else final, _trailing(events)[0], i)
     trailing, start = _trailing(events)
     recovered = steps_after is not None and steps_after >= 2 * max(trailing, 1) + 10
+    unit = _overflow_at_unit_scale(events)
+    if unit is not None and not recovered:
+        e = events[unit]
+        return Collapse("numeric_failure", f"a step overflowed at a loss scale of {e.scale:g}, where the loss is not "
+                        "scaled up at all", _scale_after(e), trailing, unit)
     if trailing and not recovered:
         if final is not None and (final <= LOW_SCALE or math.isnan(final) or final == 0) and trailing >= MIN_TRAILING:
             return Collapse("numeric_failure",
@@ -182,6 +187,23 @@ def collapse(trajectory: list[ScaleEvent], steps_after: int | None = None) -> Co
                         f"{len(skips)} skipped step(s) while the scaler found its range", final, trailing)
     return Collapse("sporadic", f"{len(skips)} occasional overflow skip(s), the scale stays "
                     f"{'at ' + format(final, 'g') if final is not None else 'usable'}", final, trailing)
+
+
+UNIT_SCALE = 1.0  # a step that overflows at this scale or below overflows with the loss not scaled up at all
+
+
+def _overflow_at_unit_scale(events: list[ScaleEvent]) -> int | None:
+    """Index of the last skipped step whose attempted scale was at most UNIT_SCALE, when the scale never grew after
+    it (else None). Scaling multiplies the loss to keep small gradients representable; a step that overflows at a
+    scale of 1 or less has gradients beyond fp16's range before any scaling: they are Inf/NaN. DeepSpeed prints
+    the scale as an int, so a scale below 1 reads `Attempted loss scale: 0`."""
+    last = None
+    for i, e in enumerate(events):
+        if e.kind == "grow" and last is not None:
+            last = None
+        elif e.skipped and e.scale is not None and not math.isnan(e.scale) and e.scale <= UNIT_SCALE:
+            last = i
+    return last
 
 
 def _trailing(events: list[ScaleEvent]) -> tuple[int, int | None]:

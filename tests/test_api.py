@@ -121,7 +121,7 @@ def test_repr_is_a_few_lines_and_html_is_the_verdict_card(a):
 def test_json_contract_is_unchanged_by_the_dataframe_view(a):
     d = a.to_dict()
     assert isinstance(d["findings"], list) and d["findings"][0]["rule"] == a.verdict.rule
-    assert set(d["findings"][0]) == {"rule", "category", "phase", "confidence", "severity", "title",
+    assert set(d["findings"][0]) == {"rule", "category", "phase", "reason", "confidence", "severity", "title",
                                      "culprit_ranks", "affected_ranks", "step", "explanation", "remediation",
                                      "cascade_of", "evidence"}
 

@@ -115,6 +115,7 @@ def _case_events(case: str) -> list[ScaleEvent]:
 @pytest.mark.parametrize("case,verdict", [
     ("nan_inf__llamafactory-baichuan13b-fp16-overflow-cascade-loss-scale-min", "numeric_failure"),
     ("nan_inf__firefly-ziya13b-8gpu-fp16-loss-scale-minimum", "numeric_failure"),
+    ("nan_inf__chinese-llama2-pt-deepspeed-fp16-loss-scale-reaches-zero", "numeric_failure"),  # `Attempted ... 0`
     ("no_failure__cogvideox-deepspeed-fp16-loss-scale-calibration-overflow", "calibration"),
     ("nan_inf__swin-benign-dynamic-loss-scale-overflow", "calibration"),
 ])
@@ -182,3 +183,14 @@ def test_sporadic_mid_run_skips_are_not_a_failure():
     traj.append(read(fill(t, ["0", "65536", "32768"])))
     assert collapse(traj).verdict in ("sporadic", "calibration")
     assert collapse([]).verdict == "none"
+
+
+def test_overflow_at_a_unit_scale_is_a_failure_unless_the_scale_grows_back():
+    t = _template("deepspeed", "OVERFLOW! Rank", "reducing to")
+    grow = _template("deepspeed", "Increasing dynamic loss scale from")
+    zero = read(fill(t, ["0", "0", "0"]))                 # DeepSpeed prints int(scale): below 1 reads 0
+    assert zero.scale == 0 and collapse([zero]).verdict == "numeric_failure"
+    assert collapse([read(fill(t, ["0", "1", "1"]))]).verdict == "numeric_failure"
+    assert collapse([read(fill(t, ["0", "65536", "32768"]))]).verdict != "numeric_failure"
+    assert collapse([read(fill(t, ["0", "1", "1"])), read(fill(grow, ["1", "2"]))]).verdict != "numeric_failure"
+    assert collapse([zero], steps_after=500).verdict != "numeric_failure"   # training went on after it

@@ -128,6 +128,13 @@ def test_classify_torchrun_dump():
     ([_f("select", "selectors.py"), _f("_run_once", "asyncio/base_events.py")], "idle"),
     ([_f("train", "train.py")], "unknown"),
     ([], "unknown"),
+    # a progress bar's iteration wrapper hands on the wrapped iterable's items: not the bar blocking (a cut
+    # traceback's innermost frame; the DataLoader below it was lost); the bar's own drawing and locks are
+    ([_f("__iter__", "tqdm/std.py", 1168), _f("train_pipeline", "/home/u/mytrainer.py", 182)], "unknown"),
+    ([_f("track", "rich/progress.py"), _f("train", "train.py")], "unknown"),
+    ([_f("__next__", "torch/utils/data/dataloader.py"), _f("__iter__", "tqdm/std.py"), _f("train", "train.py")],
+     "data_loading"),
+    ([_f("refresh", "tqdm/std.py"), _f("__iter__", "tqdm/std.py"), _f("train", "train.py")], "logging"),
     # a specific library beats generic plumbing: wandb's router thread reads an mp queue, it is not data loading
     ([_f("get", "multiprocessing/queues.py"), _f("_read_message", "wandb/sdk/interface/router_queue.py")], "logging"),
     # the innermost activity wins: a barrier inside checkpoint saving is a collective wait

@@ -13,7 +13,7 @@ from postmortem.verdict.findings import Evidence
 # Exceptions that are consequences of another rank's failure, not causes.
 CASCADE_EXC = re.compile(
     r"(?i)ChildFailedError|SignalException|DistBackendError|ProcessExitedException|KeyboardInterrupt|SystemExit|"
-    r"<truncated>")
+    r"WorkerGroupError|TrainingFailedError|<truncated>")  # (Ray Train's driver re-raising a worker's failure)
 CASCADE_MSG = re.compile(
     r"(?i)Connection closed by|Connection reset by peer|Broken pipe|pair closure|Timed out waiting|Read timeout|"
     r"Watchdog caught|watchdog thread terminated|Socket Timeout|store->get|ncclUniqueId|NCCL communicator was aborted|"

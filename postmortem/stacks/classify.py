@@ -43,8 +43,11 @@ _RULES: list[tuple[str, int, str | None, str | None, bool]] = [
     ("data_loading", 0, None, r"^(?:pin_memory|_pin_memory_loop|_worker_loop)$", False),
     ("data_loading", 1, r"^multiprocessing/(?:queues|connection)\.py$",
      r"^(?:get|_poll|poll|recv|recv_bytes|_recv_bytes|_recv|wait|get_nowait)$", False),
-    # logging / progress bars / experiment trackers
-    ("logging", 0, r"^(?:wandb|tqdm|rich|tensorboard|tensorboardX|mlflow|comet_ml|neptune|clearml|aim|swanlab|"
+    # logging / progress bars / experiment trackers. A progress bar's iteration wrapper (tqdm's `__iter__`,
+    # `tenumerate`, rich's `track`) only hands on the wrapped iterable's items: a thread in it waits in that
+    # iterable (the DataLoader, whose frames a cut traceback lost), not in the bar.
+    ("logging", 0, r"^(?:tqdm|rich)/", r"^(?!(?:__iter__|__anext__|tenumerate|tzip|tmap|track)$)", False),
+    ("logging", 0, r"^(?:wandb|tensorboard|tensorboardX|mlflow|comet_ml|neptune|clearml|aim|swanlab|"
                    r"loguru|sentry_sdk|trackio)/|^torch/utils/tensorboard/|^(?:lightning/pytorch|pytorch_lightning)"
                    r"/loggers/|^transformers/integrations/integration_utils\.py$|^logging/(?:__init__|handlers)\.py$",
      None, False),

@@ -135,6 +135,9 @@ CATEGORY_FIX_ZH: dict[str, str] = {
     "ddp_usage_error": VARIANT_FIX_ZH["ddp-unused-parameters"],
     "rank_crash": VARIANT_FIX_ZH["first-exception"],
     "collective_timeout": VARIANT_FIX_ZH["bare-collective-timeout"],
+    "job_stopped": "代码本身没有出错：若是时间限制，申请更长的运行时间（sbatch --time），或定期保存检查点并续跑"
+                   "（sbatch --signal=USR1@120 让任务在被杀前收到信号并保存）；若被抢占或驱逐，重新提交并从最近的检查点"
+                   "恢复；若是节点故障，排除该节点后重新提交（sbatch --exclude）。",
     "no_failure": "无需修改。",
     "unknown": "按“缺失的证据”中列出的方法收集信息（每个 rank 的 py-spy 调用栈、flight recorder、NCCL_DEBUG=INFO、内核日志），"
                "或用 postmortem collect 重新运行任务。",
@@ -290,6 +293,10 @@ def why_zh(advice: Advice | None, root: Finding | None, ranks=None, steps=None) 
     phase = ZH_PHASE.get(root.phase or "", "")
     mech = advice.mechanism if advice is not None else ""
     cat = root.category
+    if cat == "job_stopped":
+        from postmortem.verdict.sentences import stopped_sentence_zh
+        return stopped_sentence_zh(root) + ("停止之前的问题才是需要修复的。" if not root.explains else
+                                            "停止之前没有任何故障迹象，不需要修改代码。")
     if mech == "uneven_batches":
         said = _zh_steps(ranks, steps)
         return (f"各 rank 执行的批次数不同{'（' + said + '）' if said else ''}：多出（或少了）一个批次的 rank 会调用"

@@ -60,14 +60,14 @@ def decide(findings: list[Finding], has_inputs: bool, signals=None, ranks=None,
                 f.culprit_ranks = []
     summary = verdict_sentence(root)
     return Verdict(root.category, root.phase, root.rule, root.confidence, list(root.culprit_ranks), root.step,
-                   summary), ordered
+                   summary, reason=root.reason), ordered
 
 
 def _follow_culprits(root: Finding, culprits, ranks) -> None:
     """Confidence follows the culprit: a root finding without culprits borrows the end-state asymmetry's (when it
     is strong enough), and stays hedged when none can be named although several ranks' ends are known."""
-    if root.category == "no_failure" or culprits is None:
-        return
+    if root.category == "no_failure" or culprits is None or (root.category == "job_stopped" and root.explains):
+        return  # (a job stopped while healthy: no rank is to blame; the `explains` of a stop that cut a healthy job)
     if not root.culprit_ranks and culprits.ranks and culprits.strength >= LEND_STRENGTH:
         root.culprit_ranks = list(culprits.ranks)
         root.affected_ranks = sorted((set(root.affected_ranks) | set(culprits.affected)) - set(culprits.ranks))

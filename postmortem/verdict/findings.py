@@ -1,11 +1,12 @@
 """Findings, evidence and the verdict: the values rules produce and outputs render."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import copy
+from dataclasses import asdict, dataclass, field, fields
 
 CATEGORIES = ("gpu_oom", "host_oom", "dataloader_failure", "barrier_skew", "straggler", "logging_blocking",
               "checkpoint_corruption", "nccl_error", "gpu_hardware", "nan_inf", "ddp_usage_error", "rank_crash",
-              "collective_timeout", "no_failure", "unknown")
+              "collective_timeout", "job_stopped", "no_failure", "unknown")
 PHASES = ("train", "eval", "sample", "checkpoint", "init", "unknown")
 SEVERITIES = ("critical", "error", "warning", "info")
 
@@ -16,6 +17,7 @@ CATEGORY_WORDS = {
     "checkpoint_corruption": "corrupt or partially written checkpoint", "nccl_error": "NCCL / network failure",
     "gpu_hardware": "GPU hardware fault", "nan_inf": "loss became NaN/Inf", "ddp_usage_error": "DDP misuse",
     "rank_crash": "a rank crashed with an exception", "collective_timeout": "a collective timed out (cause not shown)",
+    "job_stopped": "the scheduler or a person ended the job",
     "no_failure": "no failure found", "unknown": "a failure the evidence does not explain",
 }
 
@@ -48,6 +50,7 @@ class Finding:
     step: int | None = None
     evidence: list[Evidence] = field(default_factory=list)
     cascade_of: str | None = None
+    reason: str | None = None          # job_stopped: time_limit, preemption, cancelled, node_failure, eviction, ...
     order: tuple = (1, float("inf"))   # (has-order-info, position): earlier = smaller; internal, not serialised
     explains: tuple[str, ...] = ()      # categories this finding, if root, explains as cascades
 
@@ -70,7 +73,8 @@ class Finding:
         d = asdict(self)
         d.pop("order"); d.pop("explains")
         d["evidence"] = [e.to_dict() for e in self.evidence]
-        return {k: d[k] for k in ("rule", "category", "phase", "confidence", "severity", "title", "culprit_ranks",
+        return {k: d[k] for k in ("rule", "category", "phase", "reason", "confidence", "severity", "title",
+                                  "culprit_ranks",
                                   "affected_ranks", "step", "explanation", "remediation", "cascade_of", "evidence")}
 
 
@@ -89,15 +93,18 @@ class Verdict:
     fix: str = ""                 # what to change, from the root mechanism ("" when no rule fired)
     evidence: list[Evidence] = field(default_factory=list)   # the cited lines of the root finding
     mechanism: str = ""           # postmortem.verdict.advice mechanism id (e.g. "uneven_batches")
+    reason: str | None = None     # job_stopped: what ended the job (time_limit, preemption, ...); else None
+    next: object = None           # postmortem.verdict.next_action.NextAction: what to do now (restart, change ...)
 
     def to_dict(self) -> dict:
-        """JSON-contract dict: the documented keys, plus `why` and `fix` (added in schema 1, additive)."""
-        d = asdict(self)
-        d.pop("evidence")
-        d.pop("mechanism")
+        """JSON-contract dict: the documented keys, plus `why`, `fix` and `next` (added in schema 1, additive)."""
+        d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)
+             if f.name not in ("evidence", "mechanism", "next")}
+        d["next"] = self.next.to_dict() if self.next is not None else None
         return d
 
     def __repr__(self) -> str:
         where = f", culprit_ranks={self.culprit_ranks}" if self.culprit_ranks else ""
         return (f"Verdict({self.category!r}, confidence={self.confidence:.2f}{where}, step={self.step}, "
-                f"summary={self.summary!r}, why=..., fix=..., evidence=[{len(self.evidence)} lines])")
+                f"summary={self.summary!r}, why=..., fix=..., evidence=[{len(self.evidence)} lines]"
+                + (f", next={self.next.action!r}" if self.next is not None else "") + ")")

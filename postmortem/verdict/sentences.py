@@ -174,9 +174,38 @@ def finding_sentence(f: Finding) -> str:
         why = f"; rank {lag.group(1)} lagged behind" if lag else "; nothing in the logs shows why"
         where = f" on {ranks_phrase(f.affected_ranks)}" if f.affected_ranks else ""
         return f"A collective timed out{where}{step}{why}."
+    if cat == "job_stopped":
+        return stopped_sentence(f)
     if cat == "no_failure":
         return sentence_case(f.title.rstrip(".")) + "."
     return f"Something failed{' on ' + whose if f.culprit_ranks else ''}{step}, but the evidence does not say what."
+
+
+STOP_WORDS = {"time_limit": "the scheduler's time limit", "preemption": "a preemption",
+              "cancelled": "a cancellation", "node_failure": "a node failure", "eviction": "a Kubernetes eviction",
+              "requeued": "a requeue", "terminated": "a stop signal from outside"}
+STOP_WORDS_ZH = {"time_limit": "调度器的时间限制", "preemption": "抢占", "cancelled": "取消（scancel、Ctrl-C 或会话关闭）",
+                 "node_failure": "节点故障", "eviction": "Kubernetes 驱逐", "requeued": "重新排队",
+                 "terminated": "来自外部的终止信号"}
+
+
+def stopped_sentence(f: Finding) -> str:
+    """A job_stopped finding as one sentence: what ended the job, and whether it was healthy then."""
+    what = STOP_WORDS.get(f.reason or "", "the scheduler or a person")
+    step = _step(f)
+    if not f.explains:  # a stop that cut a job already in trouble: the trouble is the claim
+        return f"The job had probably stopped making progress or failed before {what} ended it{step}."
+    hedge = "probably " if f.confidence < 0.5 else ""
+    return f"The job was {hedge}ended by {what}{step} while it was training normally; the code did not fail."
+
+
+def stopped_sentence_zh(f: Finding) -> str:
+    """stopped_sentence in Chinese."""
+    what = STOP_WORDS_ZH.get(f.reason or "", "调度器或人为操作")
+    step = f"在第 {as_int(f.step)} 步之后" if as_int(f.step) is not None else ""
+    if not f.explains:
+        return f"任务{step}被{what}终止之前很可能已经停止推进或已经出错。"
+    return f"任务{step}被{what}终止，当时训练正常进行；代码本身没有出错。"
 
 
 def zh_ranks(ranks, none: str = "某个 rank") -> str:
@@ -253,6 +282,8 @@ def finding_sentence_zh(f: Finding) -> str:
     if cat == "collective_timeout":
         where = f"{zh_ranks(f.affected_ranks)}上的" if f.affected_ranks else ""
         return f"{where}集合通信{step}超时；日志中看不出原因。"
+    if cat == "job_stopped":
+        return stopped_sentence_zh(f)
     if cat == "no_failure":
         return "输入中没有故障信号（没有异常、超时、被杀或错误行）。"
     return f"{'在' + who + '上' if f.culprit_ranks else ''}{step}发生了故障，但证据不足以说明原因。"
