@@ -1,8 +1,8 @@
-"""Issue 31: the culprit from its own evidence, on real runs of the fault lab (benchmarks/lab/cases, torch 2.13 CPU,
-gloo): the library's named ranks (postmortem.ranks.named_ranks), the call-site divergence and the announced branch
-(postmortem.ranks.sequences), odd per-rank data counts under a size mismatch (postmortem.ranks.counts), the rank's own last
-words (postmortem.ranks.last_words), a DataLoader worker's own exception (postmortem.ranks.worker_errors). Each mechanism has a
-case where it must name the culprit and one where it must stay quiet."""
+"""Issue 31: the culprit from its own evidence, on real runs of the fault lab (benchmarks/lab/cases, torch 2.13
+CPU, gloo): the library's named ranks (ranks.named_ranks), the call-site divergence and the announced branch
+(ranks.sequences), odd per-rank data counts under a size mismatch (ranks.counts), the rank's own last words
+(ranks.last_words), a DataLoader worker's own exception (ranks.worker_errors). Each mechanism has a case where it
+must name the culprit and one where it must stay quiet."""
 from __future__ import annotations
 
 import os

@@ -84,3 +84,16 @@ def apply(tables, rows: dict) -> None:
             how = f"exit {code}" if code is not None and not pd.isna(code) else "it stopped"
             rr.update(end="exited", end_detail=f"{how} after logging: {ev.text}"[:300], end_cause="root",
                       end_at=f"{ev.source}:{ev.line}" if ev.line is not None else ev.source, end_category=None)
+
+
+def last_own_line(tables, rank: int) -> Evidence | None:
+    """The last line a rank printed of its own (not a traceback, a peer's error or the launcher's words), as evidence:
+    what it was doing when its peers waited; None when its last lines hold none."""
+    ll = tables.frames.get("last_lines") if hasattr(tables, "frames") else None
+    if ll is None or ll.empty:
+        return None
+    mine = ll[(ll["rank"] == rank) & ll["distance"].notna()].sort_values("distance")
+    for src, line, msg in zip(mine["source"].tolist(), mine["line"].tolist(), mine["message"].tolist()):
+        if not after_words(str(msg)):
+            return Evidence(src, None if pd.isna(line) else int(line), rank, str(msg).strip()[:300])
+    return None
