@@ -147,6 +147,9 @@ def finding_sentence(f: Finding) -> str:
                     "which the ranks that had already finished never joined.")
         return (f"{who} {hedge}called a different collective than {_others(f)}{step}, so the collectives could "
                 "not match.")
+    if f.rule == "tracker-ended-the-run":
+        return f"{who if f.culprit_ranks else 'A rank'} {hedge}died in the experiment tracker's start-up{step}: its " \
+               "service process did not answer."
     if cat in ("straggler", "logging_blocking"):
         how, work = straggler_work(f)
         what = {"logger": "was blocked inside the logger", "stuck": f"was stuck in {work}",
@@ -263,6 +266,8 @@ def finding_sentence_zh(f: Finding) -> str:
         if f.rule == "collective-after-training-end":
             return f"{who}{hedge}在训练结束后又调用了集合通信，已经结束的 rank 不会再参与。"
         return f"{who}{hedge}{step}调用的集合通信与{others}不同，双方无法匹配。"
+    if f.rule == "tracker-ended-the-run":
+        return f"{who if f.culprit_ranks else '某个 rank'}{hedge}{step}在实验跟踪器（wandb）启动时出错退出：它的服务进程没有响应。"
     if cat in ("straggler", "logging_blocking"):
         how, work = straggler_work(f)
         what = {"logger": "阻塞在日志记录器中", "stuck": f"卡在 {work}", "busy": f"忙于 {work}",
