@@ -18,7 +18,8 @@ NOT_TRAINING_CONFIDENCE = 0.1
 # must not be called "not a training log" (icefall's `(5/8) Computing validation loss` has no known rank or step).
 _TRAINING_WORDS = re.compile(rb"(?i)\b(loss|epoch|step|steps|train|training|rank|torch|cuda|nccl|gpu|batch|traceback|"
                              rb"optimizer|model|dataset|dataloader|checkpoint|learning_rate|lr|iteration|iter|validation|"
-                             rb"eval|accelerate|deepspeed|lightning|wandb|tensorboard)\b")
+                             rb"eval|accelerate|deepspeed|lightning|wandb|tensorboard|ddp|fsdp|grad|grads|gradient|"
+                             rb"gradients|autograd|tensor|tensors|pytorch|reducer|distributed|param|params)\b")
 HEAD_BYTES = 65536
 MAX_FILES_READ = 32
 

@@ -229,7 +229,9 @@ def why_en(f: NextFacts, out: NextAction, what: str | None = None) -> str:
     from postmortem.verdict.sentences import ranks_phrase
     if out.action == "none":
         return "Nothing to do: the job shows no failure."
-    head = f"{WHAT_EN[what].capitalize()}: " if what else f"This is {DOMAIN_EN[out.domain]}: "
+    head = f"{WHAT_EN[what][:1].upper()}{WHAT_EN[what][1:]}: " if what else \
+        "The inputs do not show whether the code or the machines failed: " if out.domain == "unknown" else \
+        f"This is {DOMAIN_EN[out.domain]}: "
     act = {
         "change": "it will fail the same way until the code, data or configuration changes; fix it (see the fix "
                   "above) before resubmitting.",
@@ -260,7 +262,8 @@ def why_zh(f: NextFacts, out: NextAction, what: str | None = None) -> str:
     from postmortem.verdict.sentences import zh_ranks
     if out.action == "none":
         return "无需处理：任务没有显示任何故障。"
-    head = f"{WHAT_ZH[what]}：" if what else f"这是{DOMAIN_ZH[out.domain]}："
+    head = f"{WHAT_ZH[what]}：" if what else "输入中看不出是代码还是机器的问题：" if out.domain == "unknown" else \
+        f"这是{DOMAIN_ZH[out.domain]}："
     act = {
         "change": "不修改代码、数据或配置，它会以同样的方式再次失败；请先按上面的修改建议修复，再重新提交。",
         "restart": "不做修改、从最近的检查点重新提交，很可能就能成功。",
