@@ -187,3 +187,30 @@ def test_a_real_gpu_fault_names_the_host_to_drain():
 def test_a_drain_names_the_fault_line_when_no_host_or_rank_is_known():
     n = decide(facts("gpu_hardware", fault_lines=["dmesg.txt:12"]))
     assert (n.action, n.hosts) == ("drain", []) and "dmesg.txt:12" in n.why and "dmesg.txt:12" in n.why_zh
+
+
+# NCCL's own words (lines quoted from shared/corpus): a setting of the job, or the network
+NCCL_OOM = ("ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory' "
+            "ng30903:3063028:3066152 [3] include/alloc.h:185 NCCL WARN Failed to CUDA calloc 6291456 bytes")
+NCCL_SHM = "gpu2-ru7:2143:2561 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device"
+NCCL_IB = ("NCCL WARN NET/IB : Got completion from peer 10.0.0.12<40123> with error 12, opcode 0, len 0, "
+           "vendor err 129")
+
+
+@pytest.mark.parametrize("words,want", [(NCCL_OOM, ("workload", "change", "message:memory")),
+                                        (NCCL_SHM, ("workload", "change", "message:shm")),
+                                        (NCCL_IB, ("infrastructure", "restart", "category:nccl_error"))])
+def test_an_nccl_failure_by_what_nccl_said(words, want):
+    n = decide(facts("nccl_error", rule="nccl-failure", exception=words))
+    assert (n.domain, n.action, n.basis) == want
+    # the same words on a crash of the code are no NCCL setting
+    if want[2].startswith("message:"):
+        assert decide(facts("rank_crash", rule="first-exception", exception=words)).domain != "workload" or \
+            decide(facts("rank_crash", rule="first-exception", exception=words)).basis == "category:rank_crash"
+
+
+@pytest.mark.skipif(not os.path.isdir(CORPUS), reason="needs the shared corpus")
+def test_a_container_without_shared_memory_is_a_change_not_a_drain():
+    case = os.path.join(CORPUS, "nccl_error__docker-default-64mb-dev-shm-posix-fallocate")
+    nxt = postmortem.analyze(case, quiet=True).verdict.next
+    assert (nxt.domain, nxt.action) == ("workload", "change") and "/dev/shm" in nxt.why

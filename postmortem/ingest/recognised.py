@@ -19,8 +19,9 @@ NOT_TRAINING_CONFIDENCE = 0.1
 _TRAINING_WORDS = re.compile(rb"(?i)\b(loss|epoch|step|steps|train|training|rank|torch|cuda|nccl|gpu|batch|traceback|"
                              rb"optimizer|model|dataset|dataloader|checkpoint|learning_rate|lr|iteration|iter|validation|"
                              rb"eval|accelerate|deepspeed|lightning|wandb|tensorboard|ddp|fsdp|distributed|c10d|backward|forward|grad|"
-                             rb"gradient|gradients|tensor|tensors|cudnn|fp16|bf16|amp|megatron|slurm|srun|mpirun|horovod|"
-                             rb"ray|rocm|hip|rccl|gloo|worker|workers|weights|params|parameters)\b")
+                             rb"grads|gradient|gradients|autograd|tensor|tensors|pytorch|reducer|cudnn|fp16|bf16|amp|megatron|"
+                             rb"slurm|srun|mpirun|horovod|ray|rocm|hip|rccl|gloo|worker|workers|weights|param|params|"
+                             rb"parameters)")
 HEAD_BYTES = 65536
 MAX_FILES_READ = 32
 

@@ -66,8 +66,17 @@ REASON_NEXT: dict[str, tuple[str, str]] = {
     "terminated": ("unknown", "investigate"),      # SIGTERM from a sender nothing names
 }
 
-# A plain crash whose exception says the machine or the network failed, not the code (bounded patterns: literal
-# words, no nested repetition). Checked in order; the first that matches decides.
+# What the root's own words say about where the fault is, for a category whose mechanism they decide (a plain crash,
+# an NCCL failure): (categories, pattern, domain, action, what). Bounded patterns (literal words, no nested
+# repetition), checked in order; the first that matches decides.
+MESSAGE_NEXT: tuple[tuple[tuple[str, ...], re.Pattern, str, str, str], ...] = (
+    # NCCL ran out of GPU memory for its buffers, or the container's /dev/shm is too small: settings of the job
+    (("nccl_error",), re.compile(r"(?i)out of memory|Failed to CUDA calloc|cudaMalloc\w{0,20} failed"),
+     "workload", "change", "memory"),
+    (("nccl_error",), re.compile(r"(?i)/dev/shm|posix_fallocate|shm_open|NCCL_SHM|--shm-size"),
+     "workload", "change", "shm"),
+)
+# A plain crash whose exception says the machine or the network failed, not the code.
 EXCEPTION_NEXT: tuple[tuple[re.Pattern, str, str, str], ...] = (
     (re.compile(r"(?i)uncorrectable ECC|ECC error|fallen off the bus|GPU is lost|unknown error.{0,40}CUDA driver"),
      "infrastructure", "drain", "gpu"),
@@ -137,6 +146,9 @@ def base_entry(f: NextFacts) -> tuple[str, str, str, str | None]:
         return (*RULE_NEXT[f"{f.rule}/{f.reason}"], f"rule:{f.rule}/{f.reason}", None)
     if f.rule in RULE_NEXT:
         return (*RULE_NEXT[f.rule], f"rule:{f.rule}", None)
+    for cats, pattern, domain, action, what in MESSAGE_NEXT:
+        if f.category in cats and f.exception and pattern.search(f.exception[:4000]):
+            return domain, action, f"message:{what}", what
     if f.category == "rank_crash" and f.exception:
         for pattern, domain, action, what in EXCEPTION_NEXT:
             if pattern.search(f.exception[:2000]):
@@ -201,10 +213,14 @@ DOMAIN_EN = {"workload": "a fault of the workload (code, data or configuration)"
              "unknown": "the inputs do not show whether the code or the machines failed", "none": "no failure"}
 DOMAIN_ZH = {"workload": "工作负载（代码、数据或配置）的问题", "infrastructure": "机器或网络的故障，而不是代码的问题",
              "unknown": "输入中看不出是代码还是机器的问题", "none": "没有故障"}
-WHAT_EN = {"gpu": "the exception reports a GPU fault", "network": "the exception is a connection or rendezvous "
+WHAT_EN = {"memory": "NCCL could not get GPU memory for its buffers: a setting of the job (batch, buffers), not a "
+           "broken machine", "shm": "the shared memory NCCL needs (/dev/shm) is too small or missing in the container: "
+           "a setting of the job's container", "gpu": "the exception reports a GPU fault", "network": "the exception is a connection or rendezvous "
            "failure between the ranks, not an error of the training code", "storage": "the exception is the "
            "file system's (disk full, read-only, I/O error)"}
-WHAT_ZH = {"gpu": "异常报告的是 GPU 故障", "network": "异常是 rank 之间的连接或会合（rendezvous）失败，而不是训练代码的错误",
+WHAT_ZH = {"memory": "NCCL 无法为它的缓冲区申请到 GPU 显存：这是任务的设置（批大小、缓冲区）问题，而不是机器坏了",
+           "shm": "NCCL 需要的共享内存（/dev/shm）在容器中太小或不存在：这是任务容器的设置问题",
+           "gpu": "异常报告的是 GPU 故障", "network": "异常是 rank 之间的连接或会合（rendezvous）失败，而不是训练代码的错误",
            "storage": "异常来自文件系统（磁盘已满、只读、I/O 错误）"}
 
 
@@ -213,7 +229,9 @@ def why_en(f: NextFacts, out: NextAction, what: str | None = None) -> str:
     from postmortem.verdict.sentences import ranks_phrase
     if out.action == "none":
         return "Nothing to do: the job shows no failure."
-    head = f"{WHAT_EN[what].capitalize()}: " if what else f"This is {DOMAIN_EN[out.domain]}: "
+    head = f"{WHAT_EN[what][:1].upper()}{WHAT_EN[what][1:]}: " if what else \
+        "The inputs do not show whether the code or the machines failed: " if out.domain == "unknown" else \
+        f"This is {DOMAIN_EN[out.domain]}: "
     act = {
         "change": "it will fail the same way until the code, data or configuration changes; fix it (see the fix "
                   "above) before resubmitting.",
@@ -244,7 +262,8 @@ def why_zh(f: NextFacts, out: NextAction, what: str | None = None) -> str:
     from postmortem.verdict.sentences import zh_ranks
     if out.action == "none":
         return "无需处理：任务没有显示任何故障。"
-    head = f"{WHAT_ZH[what]}：" if what else f"这是{DOMAIN_ZH[out.domain]}："
+    head = f"{WHAT_ZH[what]}：" if what else "输入中看不出是代码还是机器的问题：" if out.domain == "unknown" else \
+        f"这是{DOMAIN_ZH[out.domain]}："
     act = {
         "change": "不修改代码、数据或配置，它会以同样的方式再次失败；请先按上面的修改建议修复，再重新提交。",
         "restart": "不做修改、从最近的检查点重新提交，很可能就能成功。",

@@ -10,6 +10,8 @@ from postmortem.verdict.next_action import REASON_NEXT, NextAction, NextFacts, d
 
 # Event kinds that name a faulty machine (the host of the line is the one at fault).
 HOST_FAULT_KINDS = ("kernel_xid", "gpu_hw", "kernel_gpu_error")
+# Inputs whose lines describe a machine (a cited line of one places an infrastructure fault on that machine).
+HOST_SOURCE_KINDS = ("nvidia_smi", "dmesg")
 _SIGNAL_RE = re.compile(r"\b(SIG[A-Z]{2,6})\b")
 
 
@@ -21,7 +23,9 @@ def facts_of(verdict, findings: list, tables, recurrence=None) -> NextFacts:
     all_hosts = sorted(set(host_of.values()))
     cited = [_with_host(e, tables) for e in (verdict.evidence or (root.evidence if root is not None else []))]
     fault_hosts = sorted({e["host"] for e in cited if e.get("host") and e.get("kind") in HOST_FAULT_KINDS})
-    fault_lines = [f"{e['source']}:{e['line']}" for e in cited if e.get("kind") in HOST_FAULT_KINDS][:3]
+    host_files = _host_files(tables)
+    fault_lines = [f"{e['source']}:{e['line']}" if e.get("line") is not None else str(e["source"]) for e in cited
+                   if e.get("kind") in HOST_FAULT_KINDS or e.get("source") in host_files][:3]
     reason = _reason(verdict, root)
     exception = ""
     if root is not None:
@@ -40,6 +44,14 @@ def next_for(verdict, findings: list, tables, recurrence=None) -> NextAction | N
     if verdict is None:
         return None
     return decide(facts_of(verdict, findings, tables, recurrence))
+
+
+def _host_files(tables) -> set[str]:
+    """Inputs that describe a machine rather than a rank (nvidia-smi output, the kernel log)."""
+    src = tables.frames.get("sources")
+    if src is None or not len(src):
+        return set()
+    return set(src[src["kind"].isin(list(HOST_SOURCE_KINDS))]["source"].tolist())
 
 
 def _rank_hosts(ranks) -> dict[int, str]:
