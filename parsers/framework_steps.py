@@ -29,7 +29,9 @@ import re
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf(?:inity)?)"
 _MEGATRON = re.compile(r"\biteration\s{0,20}(?P<step>\d{1,12})\s{0,4}/\s{0,20}(?P<total>\d{1,12})\s{0,4}\|(?P<rest>.*)")
 _NEMO_EPOCH = re.compile(r"\bepoch (?P<epoch>\d{1,9}),\s*$")
-_FIELD = re.compile(r"\s*(?P<key>[A-Za-z][\w /().-]{0,80}?)\s*:\s*(?P<val>" + _NUM + r")\s*(?:\||$)", re.I)
+# (no leading \s*: finditer starts at the key's letter; the blanks around ':' are bounded, so a long run of blanks
+# costs a linear scan, not one attempt per split of the run)
+_FIELD = re.compile(r"(?P<key>[A-Za-z][\w /().-]{0,80}?)[ \t]{0,32}:[ \t]{0,32}(?P<val>" + _NUM + r")\s*(?:\||$)", re.I)
 _DS_REPORT = re.compile(r"\bstep=(?P<step>\d{1,12}), skipped=(?P<skipped>\d{1,12}), lr=\[(?P<lr>[^\],]{0,40})")
 _DS_PIPE = re.compile(r"\bsteps: (?P<step>\d{1,12}) loss: (?P<loss>" + _NUM + r") ", re.I)
 _FAIRSEQ_BAR = re.compile(r"(?:^|\|\s)epoch (?P<epoch>\d{1,6}):\s{0,20}(?P<n>\d{1,12}) / (?P<total>\d{1,12}) (?P<rest>.*)$")
@@ -37,7 +39,7 @@ _FAIRSEQ_SUMMARY = re.compile(r"(?:^|\|\s)epoch (?P<epoch>\d{1,6}) \| (?P<rest>.
 _COMMA_KV = re.compile(r"(?:^|,\s)(?P<key>[\w/.-]{1,60})=(?P<val>[^,\s]{1,40})")
 _PIPE_KV = re.compile(r"(?:^|\|\s)(?P<key>[\w/.-]{1,60}) (?P<val>[^|\s]{1,40})")
 # a gradient norm or loss scale printed by any loop (`grad_norm=1.2`, `'grad_norm': 1.2`, `grad_norm:0.8`, `gnorm 1.2`)
-_GRAD_NORM = re.compile(r"(?i)(?:^|[\s,{|'\"(])(?:grad[_ ]norm|gnorm|total_norm)['\"]?\s*[:=]?\s*['\"]?(?P<v>" + _NUM + r")\b")
+_GRAD_NORM = re.compile(r"(?i)(?:^|[\s,{|'\"(])(?:grad[_ ]norm|gnorm|total_norm)['\"]?\s*(?:[:=]\s*)?['\"]?(?P<v>" + _NUM + r")\b")
 _TORCHTUNE_DESC = re.compile(r"(?:^|[\s\r])(?P<epoch>\d{1,6})\|(?P<step>\d{1,12})\|Loss: (?P<loss>" + _NUM + r")")
 _LOSS_SCALE = re.compile(r"(?i)(?:^|[\s,{|'\"(])loss[_ ]scale['\"]?\s*[:=]\s*['\"]?(?P<v>" + _NUM + r")\b")
 
