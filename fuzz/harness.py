@@ -37,6 +37,7 @@ NAMES: dict[str, list[str]] = {
     "launch_config": ["launch.sh", "train_config.yaml", "run.toml"],
     "binary": ["core.bin"],
     "unknown": ["notes"],
+    "notebook": ["run.ipynb", "train.ipynb", "notebooks/launch-ddp.ipynb"],
 }
 
 # Byte strings that the parsers look for, and numbers/encodings that break naive code.

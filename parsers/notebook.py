@@ -58,7 +58,11 @@ def parse_notebook(source: Source) -> ParseResult:
     """The notebook's outputs parsed as a text log (rows keep the notebook's display path)."""
     from postmortem.parsers.textlog import parse_textlog  # textlog registers itself at import; imported when first needed
     stats = textio.ReadStats()
-    nb = loads_json(textio.read_bounded(source.path, MAX_NOTEBOOK_BYTES, stats))
+    try:
+        nb = loads_json(textio.read_bounded(source.path, MAX_NOTEBOOK_BYTES, stats))
+    except ValueError as exc:  # not JSON (truncated, empty, or a .ipynb that is something else): say so, go on
+        return ParseResult(bytes=source.bytes, problems=[f"not a readable notebook: {type(exc).__name__}: "
+                                                         f"{str(exc)[:120]}"])
     text = notebook_text(nb)
     fd, tmp = tempfile.mkstemp(prefix="postmortem-nb-", suffix=".log")
     try:
