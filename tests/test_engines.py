@@ -38,11 +38,13 @@ def test_missing_dask_is_a_clear_error(monkeypatch, tree):
     assert cli_main(["analyze", tree, "--engine", "dask", "--quiet"]) == 2
 
 
-def test_local_cluster_with_two_workers_gives_byte_identical_json(tree):
+def test_local_cluster_with_two_workers_gives_byte_identical_json(tree, tmp_path):
     distributed = pytest.importorskip("distributed")
     local = postmortem.analyze(tree, quiet=True).to_json()
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=40) as cluster:
+    import dask
+    with dask.config.set({"temporary-directory": str(tmp_path)}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                     silence_logs=40, local_directory=str(tmp_path)) as cluster:
         remote = postmortem.analyze(tree, engine="dask", scheduler=cluster.scheduler_address, quiet=True).to_json()
         workers = len(cluster.workers)
     assert workers == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import subprocess
 import sys
 
@@ -36,6 +37,15 @@ def _workdir():
     workdir = harness.new_workdir()
     harness.warm(workdir)  # imports and compiled patterns: every input is then timed against its own CPU budget
     return workdir
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_workdir():
+    """The shared scratch folder goes when the module's tests are done (tests leave no temporary files)."""
+    yield
+    if _workdir.cache_info().currsize:
+        shutil.rmtree(_workdir(), ignore_errors=True)
+        _workdir.cache_clear()
 
 
 def _check(inp: harness.FuzzInput, pipeline: bool = False) -> None:

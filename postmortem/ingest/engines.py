@@ -6,6 +6,9 @@ system) and have this package installed. Optional dependency: `pip install ddp-p
 """
 from __future__ import annotations
 
+import shutil
+import tempfile
+
 BATCH_BYTES = 64 * 1024 * 1024   # files are sent to workers in batches of about this much input ...
 BATCH_FILES = 256                # ... or this many files, whichever comes first
 
@@ -48,16 +51,22 @@ def dask_parse(sources: list, scheduler: str | None = None, progress=None, n_wor
     except ImportError as exc:
         raise EngineError("the dask engine needs dask.distributed: pip install 'ddp-postmortem[dask]'") from exc
     cluster = None
+    # dask leaves a `dask-scratch-space` folder in the temporary directory; a local cluster gets its own, removed after
+    scratch = None if scheduler else tempfile.mkdtemp(prefix="postmortem-dask-")
     try:
         if scheduler:
             client = Client(scheduler, timeout="20s")
         else:
-            cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                   dashboard_address=None, silence_logs=40)
+            import dask
+            with dask.config.set({"temporary-directory": scratch}):  # the scheduler's scratch folder too
+                cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=40, local_directory=scratch)
             client = Client(cluster)
     except (OSError, TimeoutError) as exc:
         if cluster is not None:
             cluster.close()
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
         raise EngineError(f"cannot reach the dask scheduler {scheduler or '(local cluster)'}: {exc}") from exc
     try:
         groups = batches(sources)
@@ -77,3 +86,5 @@ def dask_parse(sources: list, scheduler: str | None = None, progress=None, n_wor
         client.close()
         if cluster is not None:
             cluster.close()
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
