@@ -23,6 +23,12 @@ VALUE_PHRASES: list[tuple[re.Pattern, str]] = [
     (re.compile(r"^the last steps reported: "), "各 rank 最后报告的训练步："),
     (re.compile(r"\(the last line printed before the timeouts\)"), "（超时前打印的最后一行）"),
     (re.compile(r", still reporting progress after the others had timed out"), "，在其他 rank 超时之后仍在报告进度"),
+    # busy-past-timeout's facts: the bar, how far it got, the timeout the waits stated (or torch's default)
+    (re.compile(r"^The progress bar (`.*`)$", re.S), r"进度条 \1 "),
+    (re.compile(r"^A progress bar$"), "某个进度条"),
+    (re.compile(r"^(\S+) at (\d+)/(\d+) \((\d+%)\)$"), r"\1（进度 \2/\3，\4）"),
+    (re.compile(r"^the waits state a timeout of (\S+)$"), r"等待方声明的超时为 \1"),
+    (re.compile(r"^no wait states its timeout, and torch's default is (\S+)$"), r"没有等待说明其超时，torch 的默认值为 \1"),
 ]
 
 ZH_SENTENCES: list[tuple[str, str]] = [
@@ -188,6 +194,20 @@ ZH_SENTENCES: list[tuple[str, str]] = [
      "先看 rank {rank} 上的线程 {names}：它们很可能持有主线程在等待的东西（不要在缓慢的 I/O 或 sleep 期间持有锁；给 I/O 设置超时）。"),
     ("{waiting} waited in a collective and gave up after the {n} s timeout, while {who} was doing {what}.",
      "{waiting} 在集合通信中等待，{n} 秒超时后放弃，而 {who} 正在做 {what}。"),
+    # busy-past-timeout (postmortem.rules.timing): a progress bar that ran as long as the collective timeout
+    ("{bar} on rank {rank} had been running for {elapsed} when the job failed, and {said}: the rank running it was "
+     "busy for the whole window its peers waited in a collective, and they gave up at the timeout.",
+     "rank {rank} 上的{bar}在任务失败时已运行 {elapsed}，而{said}：运行它的 rank 在同伴于集合通信中等待的整个时间窗口里"
+     "一直在忙，同伴最终在超时后放弃。"),
+    ("{bar} had been running for {elapsed} when the job failed, and {said}: the process running it was busy for the "
+     "whole window its peers waited in a collective, and they gave up at the timeout.",
+     "{bar}在任务失败时已运行 {elapsed}，而{said}：运行它的进程在同伴于集合通信中等待的整个时间窗口里一直在忙，"
+     "同伴最终在超时后放弃。"),
+    ("Move this work out of the collective's window: run it before init_process_group or offline and cache the "
+     "result, split it across ranks or speed it up; raising the process-group timeout to cover it also works (with "
+     "DeepSpeed, pass the timeout to deepspeed.init_distributed, not only to the trainer's arguments).",
+     "把这项工作移出集合通信的等待窗口：在 init_process_group 之前或离线完成并缓存结果，把它分摊到各 rank 或加快它；"
+     "把进程组超时调大到能覆盖它也可以（使用 DeepSpeed 时，要把超时传给 deepspeed.init_distributed，而不只是训练器的参数）。"),
     ("The timeouts are the symptom; the long one-rank work is the cause.", "超时只是症状；只在一个 rank 上进行的长时间工作才是原因。"),
     ("{who} is the only one not reporting a timeout.", "{who} 是唯一没有报告超时的 rank。"),
     ("{who} printed the work.", "{who} 打印了这项工作。"),
