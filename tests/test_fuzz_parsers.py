@@ -36,6 +36,16 @@ def _workdir():
     return harness.new_workdir()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _remove_workdir():
+    """The fuzzing scratch directory goes when the module is done (tests leave no temporary files behind)."""
+    yield
+    if _workdir.cache_info().currsize:
+        import shutil
+        shutil.rmtree(_workdir(), ignore_errors=True)
+        _workdir.cache_clear()
+
+
 def _check(inp: harness.FuzzInput, pipeline: bool = False) -> None:
     out = harness.exercise(inp, _workdir(), pipeline=pipeline, timeout_s=60)
     assert not out.failures, f"{inp.kind} {inp.name} {inp.wrap} {inp.data[:200]!r}: {out.failures}"
