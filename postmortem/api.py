@@ -390,6 +390,10 @@ def explain(verdict: Verdict | None, findings: list[Finding], tables, sources: l
         verdict.evidence = list(findings[0].evidence)
         if adv.basis is not None:
             verdict.evidence += [e for e in adv.basis.evidence if e not in verdict.evidence]
+        if verdict.culprit_ranks and not any(e.rank in verdict.culprit_ranks for e in verdict.evidence):
+            from postmortem.ranks.last_words import last_own_line
+            own = last_own_line(tables, verdict.culprit_ranks[0])  # the culprit's own words, not only its peers'
+            verdict.evidence += [own] if own is not None else []
     paths = [s.path for s in sources or [] if not s.problem] if sources is not None else []
     if verdict.category == "no_failure" and not findings and not recognised.looks_like_training(tables, paths):
         verdict.summary = recognised.NOT_TRAINING_SUMMARY

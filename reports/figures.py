@@ -7,12 +7,13 @@ import os
 
 import numpy as np
 import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from postmortem.ingest import beside
-from postmortem.reports import i18n
+from postmortem.reports import chart_layout, i18n
 from postmortem.reports.sections import MAX_LABELLED, gpu_culprits
 
 ROLE_COLOURS = {"culprit": "#c0392b", "affected": "#e39b2d", "other": "#7f8c8d", "unattributed": "#b8c0c8"}
@@ -42,10 +43,13 @@ def make_figures(analysis, lang: str = "en") -> dict:
     return out
 
 
-def to_data_uri(fig: Figure, dpi: int = 96) -> str:
+DPI = 96
+
+
+def to_data_uri(fig: Figure, dpi: int = DPI) -> str:
     """PNG of a figure as a data: URI (deterministic: no software/date metadata)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None}, bbox_inches="tight", facecolor="white")
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None}, facecolor="white")
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -134,7 +138,9 @@ def _add_system_cjk_fonts(font_manager) -> bool:
 
 def _new(lang: str, width: float, height: float):
     t, family = _labels(lang)
-    fig = Figure(figsize=(width, height), layout="constrained")
+    # fixed size, at the dpi it is saved at (text measured for the margins, chart_layout.fit, is then as drawn)
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     if family:
         for item in (ax.title, ax.xaxis.label, ax.yaxis.label):
@@ -171,7 +177,7 @@ MIN_TEXT_PT = 10.5   # at 96 dpi and 1:1 in the report, about the size of the re
 
 def _readable(fig: Figure) -> None:
     """No text in a chart smaller than MIN_TEXT_PT: tick labels, axis labels, legends, annotations (readable at
-    100 % zoom; the PNG is shown at its natural width on a laptop screen)."""
+    100 % zoom; the PNG is shown at its natural width on a laptop screen); then the margins for that text."""
     for text in fig.findobj(lambda a: hasattr(a, "get_fontsize") and hasattr(a, "set_fontsize")):
         try:
             if text.get_fontsize() < MIN_TEXT_PT:
@@ -181,6 +187,7 @@ def _readable(fig: Figure) -> None:
     for ax in fig.axes:
         for label in (ax.xaxis.label, ax.yaxis.label):
             label.set_fontsize(max(label.get_fontsize(), MIN_TEXT_PT + 1))
+        chart_layout.fit(fig, ax)  # the text's sizes are final: place the axes around it
 
 
 def _pad(ax, lo: float, hi: float) -> None:

@@ -13,14 +13,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIRE = os.path.join(ROOT, "tests", "rules", "first-exception", "fire")
 
 
-def _same_place(verdict: dict) -> dict:
-    """A verdict with the file names its next action cites left out: they are relative to the analysed path (a
-    folder, its parent or an archive name them differently), like every cited source."""
-    nxt = dict(verdict.get("next") or {})
-    nxt["evidence"] = [{k: v for k, v in e.items() if k != "source"} for e in nxt.get("evidence", [])]
-    return {**verdict, "next": nxt}
-
-
 def _run(*args):
     return subprocess.run([sys.executable, "-m", "postmortem.cli", *args], capture_output=True, text=True, timeout=120)
 
@@ -40,7 +32,7 @@ def test_json_contract_keys_and_agreement_with_text(capsys):
     data = json.loads(capsys.readouterr().out)
     assert set(data) == {"schema_version", "input", "world_size", "world_size_inferred", "ranks_seen", "verdict",
                          "findings", "evidence_gaps", "sources"}
-    # the documented keys, plus `why` and `fix` (added for issue 26) and `reason` (issue 30: what ended a
+    # the documented keys, plus `why` and `fix` (added for issue 26), `reason` (issue 30: what ended a
     # job_stopped job) and `next` (issue 33: what to do now): additive, the same schema version
     assert set(data["verdict"]) == {"category", "phase", "rule", "confidence", "culprit_ranks", "step", "summary",
                                     "why", "fix", "reason", "next"}
@@ -150,6 +142,16 @@ def _tree(root):
     return logs
 
 
+def _verdict_at(verdict: dict, prefix: str) -> dict:
+    """The verdict with the sources its next action cites named as from one folder up (`prefix` + source): the
+    same evidence, read from an archive or a parent folder, is named from there."""
+    v = json.loads(json.dumps(verdict))
+    for e in (v.get("next") or {}).get("evidence") or []:
+        if e.get("source"):
+            e["source"] = prefix + e["source"]
+    return v
+
+
 def test_archives_are_read_in_place_with_the_folders_verdict(tmp_path):
     import tarfile
     import zipfile
@@ -166,7 +168,7 @@ def test_archives_are_read_in_place_with_the_folders_verdict(tmp_path):
         r = _run("analyze", str(arc), "--format", "json")
         assert r.returncode == 0, r.stderr
         got = json.loads(r.stdout)
-        assert _same_place(got["verdict"]) == _same_place(folder["verdict"])
+        assert got["verdict"] == _verdict_at(folder["verdict"], "logs/")
         assert sorted(s["source"] for s in got["sources"]) == sorted("logs/" + s["source"] for s in folder["sources"])
         assert got["input"] == str(arc)
 
@@ -282,7 +284,7 @@ def test_readme_configs_and_scripts_beside_the_logs_are_not_evidence(tmp_path):
     (folder / "config.yaml").write_text("train_batch_size: 16\nsample_batch_size: 64\n")
     whole = json.loads(_run("analyze", str(folder), "--format", "json").stdout)
     logs = json.loads(_run("analyze", str(folder / "logs"), "--format", "json").stdout)
-    assert _same_place(whole["verdict"]) == _same_place(logs["verdict"]) and whole["verdict"]["culprit_ranks"] == [3]
+    assert whole["verdict"] == _verdict_at(logs["verdict"], "logs/") and whole["verdict"]["culprit_ranks"] == [3]
     cited = {e["source"]: e["text"] for f in whole["findings"] for e in f["evidence"]}
     assert not any(s.startswith(("README", "make_sample")) for s in cited), cited
     assert all("batch_size" in t for s, t in cited.items() if s.startswith("config")), cited  # settings only

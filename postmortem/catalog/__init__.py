@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 __all__ = ["Family", "ExceptionInfo", "families", "family", "family_of", "families_of", "consequence_families",
-           "classify_exception", "exception_line", "EXCEPTION_LINE_RE", "ROLES", "IMPLIES"]
+           "classify_exception", "derived_label", "exception_line", "EXCEPTION_LINE_RE", "ROLES", "IMPLIES"]
 
 DATA_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "families.json")
 ROLES = ("root", "consequence", "benign")
@@ -57,7 +57,7 @@ class ExceptionInfo:
     role: str
     implies: tuple[str, ...]
     reason: str
-    basis: str                  # family | class | frame | default
+    basis: str                  # family | derived | class | frame | default
     family: str | None = None   # the family id when a family decided
 
 
@@ -75,8 +75,18 @@ def families() -> tuple[Family, ...]:
         flags = re.I if "i" in f.get("flags", "") else 0
         out.append(Family(f["id"], f["category"], f["role"], tuple(f["implies"]), f["pattern"], f["description"],
                           tuple(f["needs"]), f.get("libraries", {}), f.get("external"),
-                          re.compile(f["pattern"], flags)))
+                          _searcher(f["pattern"], flags)))
     return tuple(out)
+
+
+def _searcher(pattern: str, flags: int):
+    """A family's pattern as family_of asks it (does it match?), searched in time linear in the line where its shape
+    allows (`A[^\\n]*B` from every A was quadratic), else compiled as it is."""
+    from postmortem.parsers.linear_regex import LinearSearch, NotLinear
+    try:
+        return LinearSearch([(pattern, bool(flags & re.I))], re.compile, flags & ~re.I)
+    except NotLinear:
+        return re.compile(pattern, flags)
 
 
 @functools.lru_cache(maxsize=1)
@@ -253,6 +263,16 @@ def memory_error_subclasses() -> tuple[str, ...]:
     return tuple(_load().get("memory_error_subclasses", ()))
 
 
+def derived_label(message: str | None) -> ExceptionInfo | None:
+    """What the derived catalog says of a message that a library prints or raises (lookup.py), or None when the
+    message is none of the strings whose derived label is informative."""
+    from postmortem.catalog.lookup import lookup
+    m = lookup(message or "")
+    if m is None:
+        return None
+    return _info(m.category, m.role, m.implies, f"a message {m.lib} prints ({m.rule.split(':')[0]})", "derived")
+
+
 def _info(category: str, role: str, implies, reason: str, basis: str, fam: str | None = None) -> ExceptionInfo:
     return ExceptionInfo(category, role, tuple(implies), reason, basis, fam)
 
@@ -263,7 +283,9 @@ _CLASS_RULES: list[tuple[frozenset[str], tuple[str, str, tuple[str, ...], str]]]
                                         "interrupted by SIGINT (Ctrl-C, or forwarded by the launcher)")),
     (frozenset({"SignalException", "SIGTERMException"}),
      ("rank_crash", "consequence", ("launcher_terminated",), "the process was told to stop by a signal")),
-    (frozenset({"ChildFailedError", "ProcessExitedException", "ProcessRaisedException", "CalledProcessError"}),
+    # (Ray Train's driver re-raises a worker's failure: v2 WorkerGroupError, v1 TrainingFailedError)
+    (frozenset({"ChildFailedError", "ProcessExitedException", "ProcessRaisedException", "CalledProcessError",
+                "WorkerGroupError", "TrainingFailedError"}),
      ("rank_crash", "consequence", ("launcher_summary",), "a launcher reporting that a child process failed")),
     (frozenset({"DeadlockDetectedException"}),
      ("rank_crash", "consequence", ("peer_gone",), "Lightning stopping every rank after another rank raised")),
@@ -317,15 +339,19 @@ def _library_chain(frames) -> list[str]:
 
 
 def classify_exception(exc_type: str, exc_message: str | None = None, frames=None) -> ExceptionInfo:
-    """What an exception says about the rank that raised it: a catalog family of its message first, then classes
-    that decide by themselves (memory, signals, launchers, peers), then the library code that raised it, then the
-    class's kind. `frames`: innermost first (dicts with `file`, or file paths)."""
+    """What an exception says about the rank that raised it: a catalog family of its message first, then the
+    derived label of the library string it is, then classes that decide by themselves (memory, signals, launchers,
+    peers), then the library code that raised it, then the class's kind. `frames`: innermost first (dicts with
+    `file`, or file paths)."""
     exc_type = (exc_type or "").strip()
     msg = exc_message or ""
     short, mod = _short(exc_type) if exc_type else ("", "")
     fam = family_of(f"{exc_type}: {msg}" if msg else exc_type)
     if fam is not None and fam.id != "python-memory-error":
         return _info(fam.category, fam.role, fam.implies, fam.description, "family", fam.id)
+    der = derived_label(msg)  # a library's own message, labelled from where it is raised: it refines the class
+    if der is not None:
+        return der
     anc = ancestors(exc_type) if exc_type else ()
     # GPU memory: torch.OutOfMemoryError / torch.cuda.OutOfMemoryError (a RuntimeError), cupy's (a MemoryError)
     if short == "OutOfMemoryError":

@@ -13,6 +13,7 @@ from collections import defaultdict
 
 from postmortem.catalog import curated
 from postmortem.catalog.extract import PH_CLOSE, PH_OPEN, PLACEHOLDER_RE, ph
+from postmortem.catalog.records import load_extract, version_key
 
 SCHEMA = 1
 SAMPLE_REST = 1500
@@ -212,12 +213,11 @@ def assemble(msgs: list[dict], classes: list[dict], joins_src: dict[str, dict[st
             if k not in seen:
                 seen.add(k)
                 counts[r["lib"]] += 1
-        from postmortem.catalog.build import _version_key
         out_fams.append({
             "id": f["id"], "category": f["category"], "role": f["role"], "implies": f["implies"],
             "pattern": f["pattern"], "flags": f.get("flags", ""), "needs": f["needs"],
             "description": f["description"], "external": f["external"],
-            "libraries": {lib: {"releases": sorted(v, key=_version_key), "strings": counts.get(lib, 0)}
+            "libraries": {lib: {"releases": sorted(v, key=version_key), "strings": counts.get(lib, 0)}
                           for lib, v in sorted(libs.items())},
         })
     for p in problems:
@@ -248,17 +248,15 @@ def assemble(msgs: list[dict], classes: list[dict], joins_src: dict[str, dict[st
 
 def releases_of(msgs: list[dict]) -> dict[str, list[str]]:
     """lib -> releases seen in the extract."""
-    from postmortem.catalog.build import _version_key
     out: dict[str, set[str]] = defaultdict(set)
     for m in msgs:
         if m["kind"] != "join":
             out[m["lib"]].update(m["versions"])
-    return {k: sorted(v, key=_version_key) for k, v in sorted(out.items())}
+    return {k: sorted(v, key=version_key) for k, v in sorted(out.items())}
 
 
 def run(args) -> None:
     from postmortem.catalog import sources as src
-    from postmortem.catalog.build import load_extract
     msgs, classes = load_extract(args.extract)
     joins_src: dict[str, dict[str, str]] = {}
     for root in args.torch or []:

@@ -1,6 +1,6 @@
-"""Message extraction from library sources (build time only, never imported by the analyzer): the raised, logged and
-warned strings of Python sources (read with `ast`), the WARN/INFO formats of NCCL's C sources, the enforce/throw
-messages of gloo's C++ sources, and the message-like strings of torch's shared libraries.
+"""Message extraction from Python sources (build time only, never imported by the analyzer): the raised, asserted,
+logged, warned and printed strings (read with `ast`). C/C++, help files and binaries: extract_c.py; Go:
+extract_go.py.
 
 A message becomes a template: its literal text with each run-time value replaced by a placeholder `⟪hint⟫` (the
 hint is the expression or printf conversion that fills it), so that tests can fill placeholders with sample values.
@@ -61,6 +61,8 @@ WARN_FUNCS = {"warn", "rank_zero_warn", "rank_zero_deprecation", "warning_cache_
 INFO_FUNCS = {"rank_zero_info": "info", "rank_zero_debug": "debug", "log_dist": "info", "print_rank_0": "info",
               "print_rank_last": "info", "logger_info": "info", "print_json_dist": "info", "see_memory_usage": "info"}
 PRINT_FUNCS = {"print", "maybe_print", "_print", "print0"}
+# wandb's terminal helpers print `wandb: ERROR ...` / `wandb: WARNING ...`
+TERM_FUNCS = {"termerror": "error", "termwarn": "warning", "termlog": "info"}
 
 
 def _dotted(node: ast.AST) -> str:
@@ -232,6 +234,11 @@ class _PyVisitor(ast.NodeVisitor):
                 self.add("raise", arg, node.lineno, exc=name)
         self.generic_visit(node)
 
+    def visit_Assert(self, node: ast.Assert) -> None:
+        if node.msg is not None:
+            self.add("raise", node.msg, node.lineno, exc="AssertionError")
+        self.generic_visit(node)
+
     def visit_Return(self, node: ast.Return) -> None:
         # an exception class's __str__ builds the printed message (numpy's _ArrayMemoryError)
         if self.class_stack and _stringy(node.value) and re.search(r"(Error|Exception)$", self.class_stack[-1]):
@@ -254,6 +261,10 @@ class _PyVisitor(ast.NodeVisitor):
             self.add("log", first, node.lineno, level=INFO_FUNCS[name], lazy_args=len(node.args) > 1)
         elif name in PRINT_FUNCS and isinstance(func, ast.Name):
             self.add("print", first, node.lineno)
+        elif name in TERM_FUNCS:
+            self.add("log", first, node.lineno, level=TERM_FUNCS[name])
+        elif name == "write" and recv.endswith("stderr"):
+            self.add("print", first, node.lineno, level="error")
         self.generic_visit(node)
 
 
@@ -280,213 +291,3 @@ def python_messages(lib: str, file: str, source: str | bytes) -> tuple[list[Msg]
     v = _PyVisitor(lib, file)
     v.visit(tree)
     return v.msgs, v.classes
-
-
-# ---------------------------------------------------------------- C / C++
-
-_C_STR_RE = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
-
-
-def _c_unescape(s: str) -> str:
-    return s.replace('\\"', '"').replace("\\n", " ").replace("\\t", " ").replace("\\\\", "\\")
-
-
-def _c_call_args(src: str, start: int, limit: int = 4000) -> tuple[list[str], int] | None:
-    """The top-level comma-separated arguments of the call whose '(' is at `start`, and the end offset."""
-    depth, i, cur, args = 0, start, [], []
-    end = min(len(src), start + limit)
-    while i < end:
-        c = src[i]
-        if c == '"':
-            m = _C_STR_RE.match(src, i)
-            if not m:
-                return None
-            cur.append(m.group(0))
-            i = m.end()
-            continue
-        if c == "'":
-            j = src.find("'", i + 1 + (src[i + 1] == "\\"))
-            cur.append(src[i:j + 1])
-            i = j + 1
-            continue
-        if c == "/" and src.startswith("//", i):
-            i = src.find("\n", i)
-            i = end if i < 0 else i
-            continue
-        if c in "([{":
-            depth += 1
-            if depth > 1:
-                cur.append(c)
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0:
-                args.append("".join(cur).strip())
-                return args, i + 1
-            cur.append(c)
-        elif c == "," and depth == 1:
-            args.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(c)
-        i += 1
-    return None
-
-
-def _printf_template(arg: str) -> str | None:
-    """A printf format argument (adjacent literals, PRIu64-style macros) -> template; None if no literal."""
-    pieces = re.findall(r'"(?:[^"\\\n]|\\.)*"|\bPRI[diouxX](?:8|16|32|64|PTR|MAX)\b', arg)
-    if not pieces or not any(p.startswith('"') for p in pieces):
-        return None
-    fmt = "".join(_c_unescape(p[1:-1]) if p.startswith('"') else p[3] for p in pieces)
-    return _PCT_RE.sub(lambda m: "%" if m.group(1) == "%" else ph("%" + m.group(1)), fmt)
-
-
-def _concat_template(args: list[str]) -> str:
-    """Stream-style arguments (`"rank ", rank, " failed"`) -> template."""
-    out = []
-    for a in args:
-        lits = re.findall(r'"(?:[^"\\\n]|\\.)*"', a)
-        if lits and re.fullmatch(r'\s*(?:"(?:[^"\\\n]|\\.)*"\s*)+', a):
-            out.append("".join(_c_unescape(x[1:-1]) for x in lits))
-        else:
-            out.append(ph(a))
-    return "".join(out)
-
-
-NCCL_MACROS = {"WARN": ("nccl_warn", 0), "INFO": ("nccl_info", 1), "TRACE": (None, 0)}
-
-
-def nccl_messages(file: str, src: str) -> list[Msg]:
-    """WARN(fmt, ...) and INFO(flags, fmt, ...) formats of one NCCL source, and its error strings."""
-    out = []
-    for m in re.finditer(r"\b(WARN|INFO)\s*\(", src):
-        kind, idx = NCCL_MACROS[m.group(1)]
-        got = _c_call_args(src, m.end() - 1)
-        if not got or len(got[0]) <= idx:
-            continue
-        t = _printf_template(got[0][idx])
-        if t and literal_share(t) >= 4:
-            out.append(Msg("nccl", file, kind, t[:MAX_TEXT], "warning" if kind == "nccl_warn" else "info",
-                           line=src.count("\n", 0, m.start()) + 1))
-    # ncclGetErrorString: `case ncclSystemError : return "unhandled system error (run with ...)";`
-    for m in re.finditer(r'case\s+(nccl\w+)\s*:\s*return\s+((?:"(?:[^"\\\n]|\\.)*"\s*)+);', src):
-        out.append(Msg("nccl", file, "nccl_result", m.group(1) + ": " + _c_unescape(
-            "".join(x[1:-1] for x in re.findall(r'"(?:[^"\\\n]|\\.)*"', m.group(2)))),
-            line=src.count("\n", 0, m.start()) + 1))
-    return out
-
-
-GLOO_MACROS = {"GLOO_ENFORCE": ("gloo_enforce", 1), "GLOO_ENFORCE_EQ": ("gloo_enforce", 2),
-               "GLOO_ENFORCE_NE": ("gloo_enforce", 2), "GLOO_ENFORCE_LE": ("gloo_enforce", 2),
-               "GLOO_ENFORCE_LT": ("gloo_enforce", 2), "GLOO_ENFORCE_GE": ("gloo_enforce", 2),
-               "GLOO_ENFORCE_GT": ("gloo_enforce", 2), "GLOO_ENFORCE_THAT": ("gloo_enforce", 1),
-               "GLOO_THROW": ("gloo_throw", 0), "GLOO_THROW_IO_EXCEPTION": ("gloo_throw_io", 0),
-               "GLOO_THROW_INVALID_OPERATION_EXCEPTION": ("gloo_throw_invalid", 0),
-               "GLOO_ERROR_MSG": ("gloo_error_msg", 0), "GLOO_ERROR": ("gloo_log_error", 0),
-               "GLOO_WARN": ("gloo_log_warn", 0), "GLOO_INFO": ("gloo_log_info", 0)}
-
-
-GLOO_COMPARE = {"GLOO_ENFORCE_EQ": "==", "GLOO_ENFORCE_NE": "!=", "GLOO_ENFORCE_LE": "<=", "GLOO_ENFORCE_LT": "<",
-                "GLOO_ENFORCE_GE": ">=", "GLOO_ENFORCE_GT": ">"}
-
-
-def gloo_messages(file: str, src: str) -> list[Msg]:
-    """Messages of gloo's enforce/throw/log macros in one C++ source, as gloo prints them: enforce failures as
-    `[enforce fail at FILE:LINE] cond. x vs y` (gloo/common/logging.{h,cc}), throws as `[FILE:LINE] msg`
-    (GLOO_ERROR_MSG in gloo/common/error.h)."""
-    out = []
-    for m in re.finditer(r"\b(GLOO_[A-Z_]+)\s*\(", src):
-        spec = GLOO_MACROS.get(m.group(1))
-        if not spec:
-            continue
-        kind, skip = spec
-        got = _c_call_args(src, m.end() - 1)
-        if not got:
-            continue
-        line = src.count("\n", 0, m.start()) + 1
-        where = ph(f"FILE {file}:{line}")
-        args = got[0][skip:]
-        if len(args) == 1 and args[0].startswith("GLOO_ERROR_MSG"):
-            continue  # counted where GLOO_ERROR_MSG itself is found
-        msg = _concat_template(args) if args else ""
-        if kind == "gloo_enforce":
-            head = got[0][:skip]
-            op = GLOO_COMPARE.get(m.group(1))
-            if op:
-                t = f"[enforce fail at {where}] {head[0]} {op} {head[1]}. {ph(head[0])} vs {ph(head[1])}"
-                t += f". {msg}" if msg else ""
-            else:
-                t = f"[enforce fail at {where}] {head[0]}. {msg}"
-        elif kind in ("gloo_throw", "gloo_throw_io", "gloo_throw_invalid", "gloo_error_msg"):
-            t = f"[{where}] {msg}"
-        else:
-            t = msg
-        if literal_share(msg) >= 4 or kind == "gloo_enforce":
-            out.append(Msg("gloo", file, kind, t[:MAX_TEXT], line=line))
-    return out
-
-
-# ---------------------------------------------------------------- torch shared libraries
-
-# Message-like strings of the shared libraries that belong to the areas the catalog covers.
-CSTRING_KEYS = re.compile(
-    r"(?i)nccl|gloo|store|socket|barrier|\brank|watchdog|collective|timeout|timed out|process ?group|c10d|elastic|"
-    r"allocat|out of memory|memory|PytorchStreamReader|PytorchStreamWriter|zip|checkpoint|storage|serializ|pickl|"
-    r"anomaly|returned nan|shared memory|/dev/shm|shm|bus error|signal|heartbeat|flight ?recorder|EADDRINUSE|"
-    r"address already|connect|peer|reducer|bucket|unused param|find_unused|mark_variable_ready|finished reduction|"
-    r"GradScaler|DataLoader|worker|abort|\bfile\b|disk|No space|errno|fault|desync|sequence number|\bpg\b|"
-    r"NaN|inf\b|overflow|mismatch|hang|deadlock|Expected to|backward")
-# operator schemas, docstrings, code and Python signatures that the libraries embed
-_NOT_MESSAGE = re.compile(r"^\s{2,}|->|\bTensor\b|>>>|Optional\[|\bSymInt\b|\bScalarType\b|^`|\bDefault(?: is|:)|"
-                          r"\breturn\b|def |__\w+__|\(\*,|\b(?:bool|int|float)\? ")
-_MANGLED = re.compile(r"^_Z|^\.|^[\w./-]+\.(?:cpp|h|hpp|cu|cuh|c|cc)$|^[\w:<>,*& ]+$")
-
-
-def _demangle_nested(sym: str) -> str | None:
-    """`_ZN4c10d16ProcessGroupNCCL8WorkNCCL12checkTimeoutE...` -> `c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout`
-    (the nested name only: enough to know which functions a release has, as stack frames print them)."""
-    m = re.match(r"_ZN(?:K)?", sym)
-    if not m:
-        return None
-    i, parts = m.end(), []
-    while i < len(sym) and sym[i].isdigit():
-        j = i
-        while j < len(sym) and sym[j].isdigit():
-            j += 1
-        n = int(sym[i:j])
-        parts.append(sym[j:j + n])
-        i = j + n
-    return "::".join(parts) if len(parts) >= 3 else None
-
-
-# The c10d functions whose names appear in the C++ stack frames printed with watchdog and store errors.
-SYMBOL_KEYS = re.compile(r"^_ZNK?4c10d(?:\d+ProcessGroupNCCL|\d+TCPStore|\d+ProcessGroupGloo|6detail)")
-
-
-def cstring_messages(lib_file: str, lines) -> list[Msg]:
-    """Message-like strings of one shared library's `strings` dump that fall in the covered areas, and the c10d
-    function names of its symbols."""
-    out = []
-    seen = set()
-    for raw in lines:
-        s = raw.rstrip("\n")
-        if s.startswith("_ZN") and SYMBOL_KEYS.match(s):
-            name = _demangle_nested(s)
-            if name and name not in seen and "::" in name and not name.endswith(("D1Ev", "C2Ev")):
-                seen.add(name)
-                out.append(Msg("torch", lib_file, "symbol", name))
-            continue
-        if len(s) < 10 or len(s) > 800 or s in seen:
-            continue
-        if _MANGLED.search(s) and " " not in s:
-            continue
-        if " " not in s.strip() or _NOT_MESSAGE.search(s):
-            continue
-        letters = sum(ch.isalpha() for ch in s)
-        if letters < 0.5 * len(s.replace(" ", "")) or not CSTRING_KEYS.search(s):
-            continue
-        seen.add(s)
-        t = re.sub(r"\{\}|\{:[^}]*\}", lambda m: ph("{}"), s)
-        t = _PCT_RE.sub(lambda m: "%" if m.group(1) == "%" else ph("%" + m.group(1)), t) if "%" in t else t
-        out.append(Msg("torch", lib_file, "cstring", t[:MAX_TEXT]))
-    return out

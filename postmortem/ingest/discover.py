@@ -11,7 +11,7 @@ from postmortem.ingest import archive, prose, textio
 from postmortem.ingest.textio import display_path  # noqa: F401 - re-exported (parsers and tests name it here)
 
 KINDS = ("rank_log", "json", "collect_manifest", "nccl_log", "pyspy", "pyspy_json", "nvidia_smi", "dmesg", "torchrun_error",
-         "flight_recorder", "host_memory", "stack_dump", "launch_config", "binary", "unknown")
+         "flight_recorder", "host_memory", "stack_dump", "launch_config", "notebook", "binary", "unknown")
 
 MAX_FILES = 1_000_000  # a guard against pathological trees; beyond it files are listed as skipped
 
@@ -166,6 +166,8 @@ def sniff_kind(head: bytes, relpath: str, _stripped: bool = False) -> str:
     if _looks_binary(head):
         return "binary"
     stripped = head.lstrip()
+    if name.endswith(".ipynb") and stripped[:1] == b"{" and b'"cells"' in stripped[:65536]:
+        return "notebook"  # an executed notebook: its outputs are the run's console (parsers/notebook.py)
     if stripped[:1] in (b"{", b"["):
         kind = _sniff_json(stripped)
         if kind:
@@ -452,8 +454,9 @@ _NOT_EVIDENCE_NAME = re.compile(
     r"(?i)^(?:readme|license|licence|copying|changelog|changes|notice|authors|contributing|code_of_conduct|"
     r"dockerfile|makefile|containerfile|requirements[\w.-]*\.txt|pyproject\.toml|setup\.(?:py|cfg)|"
     r"environment\.ya?ml)(?:\.(?:md|markdown|rst|txt|adoc)(?:\.gz)?)?$|"
-    r"\.(?:md|markdown|rst|adoc|ipynb|py|pyi|pyx|ps1|bat|c|cc|cpp|cxx|h|hpp|cu|cuh|js|ts|java|go|"
+    r"\.(?:md|markdown|rst|adoc|py|pyi|pyx|ps1|bat|c|cc|cpp|cxx|h|hpp|cu|cuh|js|ts|java|go|"
     r"rs|rb|lua|r|jl|lock|gitignore|gitattributes|editorconfig)(?:\.gz)?$")
+# (.ipynb is not here: an executed notebook's outputs are the console of a run started from it; parsers/notebook.py)
 NOT_EVIDENCE_PROBLEM = "documentation or code beside the logs, not output of the run; not read"
 # The run's launch script and configuration: they state its settings (batch sizes, periods, the world size), which
 # the rules compare with what happened; read for those settings only, never for failures (a script can echo errors).

@@ -20,7 +20,8 @@ def nan_loss(tables):
     st = tables.steps
     # NaN in the loss column also means "no loss on this line": only an infinite value is a reading here; NaN
     # readings arrive as `nan` events from the line formats.
-    st_nan = st[np.isinf(st["loss"].to_numpy(dtype=float, na_value=np.nan))] if len(st) else st
+    st_nan = st[np.isinf(st["loss"].to_numpy(dtype=float, na_value=np.nan)) | nonfinite_at_end(st)] if len(st) \
+        else st
     if nan.empty and st_nan.empty:
         return []
     warn = facts.ev(tables, "numeric_warning")
@@ -79,6 +80,28 @@ def nan_loss(tables):
                     evidence=facts.evidence_from(warn, 2) + (came_from.evidence if came_from is not None else [])
                     + facts.evidence_from(nan, 4),
                     order=facts.order_key(first), explains=("rank_crash", "collective_timeout"))]
+
+
+def nonfinite_at_end(st):
+    """Rows reporting non-finite iterations (a framework's NaN counter, a nan/inf loss or gradient norm: the steps
+    table's `nan_iters`) from which their progress series never came back to a finite report: a stream that went on
+    training finitely afterwards (fp16's skipped overflow step, HF's `grad_norm: nan` on a skipped step) recovered."""
+    import pandas as pd
+    if "nan_iters" not in st or not st["nan_iters"].fillna(0).gt(0).any():
+        return pd.Series(False, index=st.index, dtype=bool)
+    bad = st["nan_iters"].fillna(0).gt(0)
+    out = pd.Series(False, index=st.index, dtype=bool)
+    train = st[st["phase"] == "train"]
+    for _, series in train.groupby([train["source"], train["rank"].fillna(-1), train["desc"].fillna("")],
+                                   sort=False):
+        series = series.sort_values("line")
+        flags = bad.loc[series.index].to_numpy()
+        if flags[-1]:  # the series ends non-finite: mark its trailing run
+            k = len(flags)
+            while k and flags[k - 1]:
+                k -= 1
+            out.loc[series.index[k:]] = True
+    return out
 
 
 def _first_nan_ranks(tables, nan, st_nan) -> list[int]:
