@@ -297,11 +297,12 @@ def steps_figure(model, lang: str = "en", width: float = WIDE_IN) -> Figure | No
     fig, ax, t, family = _new(lang, width, 3.0 if narrow else 3.4)
     front = max(r["last_step"] for r in model.step_last)
     # The ranks behind the front and the verdict's culprits (a rank stuck at the front's step too) stand out.
-    behind = {r["rank"] for r in model.step_last if r["last_step"] < front} | set(getattr(model, "culprits", None) or ())
-    series = _same_steps_once(series, behind)
+    behind = {r["rank"] for r in model.step_last if r["last_step"] < front} | set(getattr(model, "culprits", ()) or ())
+    many = len(series) > MAX_LABELLED
+    if not many:  # a line per rank: ranks with the very same steps are one line, named by all of them
+        series = _same_steps_once(series, behind)
     # Ranks behind the front last, so they are drawn on top of the ranks whose lines they share up to where they stop.
     keys = sorted(series, key=lambda r: (r in behind, r is None, r if isinstance(r, int) else 0))
-    many = len(keys) > MAX_LABELLED
     labelled = _steps_many(ax, series, keys, behind, t, family) if many else _steps_few(ax, series, keys, behind,
                                                                                          t, family)
     ax.set_ylabel(t["fig_items"] if model.step_unit == "item" else t["fig_step"])

@@ -36,6 +36,8 @@ def test_json_contract_keys_and_agreement_with_text(capsys):
     # job_stopped job) and `next` (issue 33: what to do now): additive, the same schema version
     assert set(data["verdict"]) == {"category", "phase", "rule", "confidence", "culprit_ranks", "step", "summary",
                                     "why", "fix", "reason", "next"}
+    assert set(data["verdict"]["next"]) == {"domain", "action", "hosts", "why", "ranks", "basis", "evidence",
+                                            "recurrence"}
     f = data["findings"][0]
     assert set(f) == {"rule", "category", "phase", "reason", "confidence", "severity", "title", "culprit_ranks",
                       "affected_ranks", "step", "explanation", "remediation", "cascade_of", "evidence"}

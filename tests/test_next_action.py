@@ -214,3 +214,24 @@ def test_a_container_without_shared_memory_is_a_change_not_a_drain():
     case = os.path.join(CORPUS, "nccl_error__docker-default-64mb-dev-shm-posix-fallocate")
     nxt = postmortem.analyze(case, quiet=True).verdict.next
     assert (nxt.domain, nxt.action) == ("workload", "change") and "/dev/shm" in nxt.why
+
+
+# NCCL's result codes as a user's run printed them (quoted from shared/corpus and shared/realruns)
+INVALID_USAGE = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp"
+                 ":1691, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.19.3")
+NO_PEER = ("z-pc:909608:910337 [0] transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 peer access is "
+           "not supported between these two devices")
+PORT = ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
+        "port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use")
+
+
+@pytest.mark.parametrize("words,what", [(INVALID_USAGE, "usage"), (NO_PEER, "p2p"), (PORT, "port")])
+def test_nccl_result_codes_that_need_a_change(words, what):
+    n = decide(facts("nccl_error", rule="nccl-failure", exception=words, culprit_ranks=[0], culprit_hosts={0: "h"},
+                     all_hosts=["h", "g"]))
+    assert (n.domain, n.action, n.basis, n.hosts) == ("workload", "change", f"message:{what}", [])
+    assert n.why_zh and n.why.split(":")[0] not in ("This is a fault of the machines or the network, not of the code",)
+
+
+def test_a_taken_port_is_a_change_on_a_crash_too():
+    assert decide(facts("rank_crash", rule="first-exception", exception=PORT)).basis == "message:port"

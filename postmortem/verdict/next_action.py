@@ -75,12 +75,21 @@ MESSAGE_NEXT: tuple[tuple[tuple[str, ...], re.Pattern, str, str, str], ...] = (
      "workload", "change", "memory"),
     (("nccl_error",), re.compile(r"(?i)/dev/shm|posix_fallocate|shm_open|NCCL_SHM|--shm-size"),
      "workload", "change", "shm"),
+    # ncclInvalidUsage: the program misuses NCCL (two ranks on one GPU, mismatched arguments)
+    (("nccl_error",), re.compile(r"(?i)invalid usage|ncclInvalidUsage|Duplicate GPU detected"),
+     "workload", "change", "usage"),
+    # GPUs that cannot reach each other directly: P2P/IPC has to be turned off for this machine's topology
+    (("nccl_error",), re.compile(r"(?i)peer access is not supported|failed to open CUDA IPC handle"),
+     "workload", "change", "p2p"),
+    # the rendezvous port is taken by another process: the job's MASTER_PORT must change
+    (("nccl_error", "rank_crash"), re.compile(r"(?i)EADDRINUSE|Address already in use|failed to listen on any local"),
+     "workload", "change", "port"),
 )
 # A plain crash whose exception says the machine or the network failed, not the code.
 EXCEPTION_NEXT: tuple[tuple[re.Pattern, str, str, str], ...] = (
     (re.compile(r"(?i)uncorrectable ECC|ECC error|fallen off the bus|GPU is lost|unknown error.{0,40}CUDA driver"),
      "infrastructure", "drain", "gpu"),
-    (re.compile(r"(?i)connectFullMesh failed|timed out connecting|Connection refused|Address already in use|"
+    (re.compile(r"(?i)connectFullMesh failed|timed out connecting|Connection refused|"
                 r"Name or service not known|Temporary failure in name resolution|No route to host|"
                 r"Network is unreachable|rendezvous.{0,40}(?:timed out|closed)|RendezvousTimeoutError|"
                 r"DistNetworkError|DistStoreError"),
@@ -213,12 +222,19 @@ DOMAIN_EN = {"workload": "a fault of the workload (code, data or configuration)"
              "unknown": "the inputs do not show whether the code or the machines failed", "none": "no failure"}
 DOMAIN_ZH = {"workload": "工作负载（代码、数据或配置）的问题", "infrastructure": "机器或网络的故障，而不是代码的问题",
              "unknown": "输入中看不出是代码还是机器的问题", "none": "没有故障"}
-WHAT_EN = {"memory": "NCCL could not get GPU memory for its buffers: a setting of the job (batch, buffers), not a "
+WHAT_EN = {"usage": "NCCL reports invalid usage: the program misuses it (two ranks on one GPU, arguments that differ "
+           "across ranks)", "p2p": "these GPUs cannot reach each other directly (peer access/IPC not supported): NCCL's "
+           "P2P transport must be turned off for this machine (NCCL_P2P_DISABLE=1)", "port": "the rendezvous port is "
+           "already taken by another process: the job's MASTER_PORT must change (or the process holding it stop)",
+           "memory": "NCCL could not get GPU memory for its buffers: a setting of the job (batch, buffers), not a "
            "broken machine", "shm": "the shared memory NCCL needs (/dev/shm) is too small or missing in the container: "
            "a setting of the job's container", "gpu": "the exception reports a GPU fault", "network": "the exception is a connection or rendezvous "
            "failure between the ranks, not an error of the training code", "storage": "the exception is the "
            "file system's (disk full, read-only, I/O error)"}
-WHAT_ZH = {"memory": "NCCL 无法为它的缓冲区申请到 GPU 显存：这是任务的设置（批大小、缓冲区）问题，而不是机器坏了",
+WHAT_ZH = {"usage": "NCCL 报告用法错误：程序误用了 NCCL（两个 rank 用同一张 GPU、各 rank 参数不一致）",
+           "p2p": "这些 GPU 之间不能直接访问（不支持 peer access/IPC）：需要为这台机器关闭 NCCL 的 P2P 传输（NCCL_P2P_DISABLE=1）",
+           "port": "会合（rendezvous）端口已被其他进程占用：需要修改任务的 MASTER_PORT（或停止占用它的进程）",
+           "memory": "NCCL 无法为它的缓冲区申请到 GPU 显存：这是任务的设置（批大小、缓冲区）问题，而不是机器坏了",
            "shm": "NCCL 需要的共享内存（/dev/shm）在容器中太小或不存在：这是任务容器的设置问题",
            "gpu": "异常报告的是 GPU 故障", "network": "异常是 rank 之间的连接或会合（rendezvous）失败，而不是训练代码的错误",
            "storage": "异常来自文件系统（磁盘已满、只读、I/O 错误）"}
