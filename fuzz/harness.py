@@ -37,6 +37,7 @@ NAMES: dict[str, list[str]] = {
     "launch_config": ["launch.sh", "train_config.yaml", "run.toml"],
     "binary": ["core.bin"],
     "unknown": ["notes"],
+    "notebook": ["run.ipynb", "train.ipynb", "notebooks/launch-ddp.ipynb"],
 }
 
 # Byte strings that the parsers look for, and numbers/encodings that break naive code.
@@ -80,6 +81,20 @@ class Outcome:
     failures: dict[str, str] = field(default_factory=dict)
     sniffed: str | None = None
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+
+# The time an input may take: CPU seconds of this process (what the shared machine's load does not inflate much, as
+# it does wall time) for discovery, every parser and, where asked, tables, rules and reports. A fixed part and a part
+# per MB of input: work that grows faster than the input (a regex that backtracks over a long line) goes over it.
+# Ordinary inputs take well under 0.1 s; the budget of the 66 KB line that once took 9 s is 0.63 s, of 8x it 1.56 s.
+CPU_BASE_S = 0.5
+CPU_PER_MB_S = 2.0
+
+
+def cpu_budget(nbytes: int) -> float:
+    """CPU seconds an input of `nbytes` may take (see CPU_BASE_S)."""
+    return CPU_BASE_S + CPU_PER_MB_S * nbytes / 1e6
 
 
 def all_kinds() -> list[str]:
@@ -213,7 +228,8 @@ def fuzz_inputs(seeds: dict[str, list[bytes]], kinds: list[str] | None = None, m
         if mode == "long":
             # One line as long as the line cap (or longer): quadratic regexes and per-line copies show up here.
             piece = mutate(rnd, seed[rnd.randrange(len(seed) or 1):][:2048], 2048).replace(b"\n", b" ") or b"x"
-            target = rnd.choice((20_000, 66_000, 70_000))
+            # around the line cap, and 2x and 8x the line found slow (../shared/adversarial/long-line-rank3.log)
+            target = rnd.choice((20_000, 66_000, 70_000, 132_000, 528_000))
             line = (piece * (target // len(piece) + 1))[:target]
             return FuzzInput(kind, name, seed[:256] + b"\n" + line + b"\n" + seed[-256:], wrap)
         if mode == "splice":
@@ -271,11 +287,13 @@ def _alarm(_sig, _frame):
 
 
 def exercise(inp: FuzzInput, workdir: str, pipeline: bool = False, html: bool = False,
-             timeout_s: float = 20.0) -> Outcome:
+             timeout_s: float = 20.0, budget: bool = True) -> Outcome:
     """Write one input to disk, then discover, parse (sniffed and forced kind), check rows, and optionally run the
-    whole pipeline and reports. Exceptions escaping a stage boundary and parser exceptions are both recorded."""
+    whole pipeline and reports. Exceptions escaping a stage boundary, parser exceptions and (with `budget`) an input
+    that took more CPU time than cpu_budget() allows are all recorded."""
     out = Outcome()
     t0 = time.perf_counter()
+    c0 = time.process_time()
     path = os.path.join(workdir, inp.name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "wb") as fh:
@@ -317,7 +335,40 @@ def exercise(inp: FuzzInput, workdir: str, pipeline: bool = False, html: bool = 
         except OSError:
             pass
     out.seconds = time.perf_counter() - t0
+    out.cpu_seconds = time.process_time() - c0
+    if budget and out.cpu_seconds > cpu_budget(len(inp.data)) and not out.failures:
+        out.failures[f"slow:{inp.kind}:{out.sniffed}"] = (f"{out.cpu_seconds:.2f} s of CPU for {len(inp.data)} bytes "
+                                                          f"(budget {cpu_budget(len(inp.data)):.2f} s)")
     return out
+
+
+def longest_line_repeated(data: bytes, times: int) -> bytes:
+    """`data` with its longest line repeated `times` times (a hostile line made longer, its shape kept)."""
+    lines = data.split(b"\n")
+    i = max(range(len(lines)), key=lambda k: len(lines[k]))
+    lines[i] = lines[i] * times
+    return b"\n".join(lines)
+
+
+def saved_inputs(directory: str) -> list[tuple[str, FuzzInput]]:
+    """The input saved in `directory` (input.bin + meta.json), and, where meta.json asks for it
+    (`"repeat_longest_line": [2, 8]`), the same input with its longest line repeated that many times."""
+    import json
+    with open(os.path.join(directory, "meta.json")) as fh:
+        meta = json.load(fh)
+    with open(os.path.join(directory, "input.bin"), "rb") as fh:
+        data = fh.read()
+    out = [(meta["signature"], FuzzInput(meta["kind"], meta["name"], data, meta["wrap"]))]
+    for times in meta.get("repeat_longest_line", ()):
+        out.append((f"{meta['signature']} (longest line x{times})",
+                    FuzzInput(meta["kind"], meta["name"], longest_line_repeated(data, times), meta["wrap"])))
+    return out
+
+
+def warm(workdir: str) -> None:
+    """Imports, compiled regexes and templates, once: so that the first input's time is its own."""
+    exercise(FuzzInput("rank_log", "rank0.log", b"RuntimeError: x\n"), workdir, pipeline=True, html=True,
+             timeout_s=0, budget=False)
 
 
 def _pipeline(sources: list, results: list, workdir: str, html: bool) -> None:

@@ -42,9 +42,8 @@ def _worker(args: tuple) -> dict:
     kinds = opts["kinds"] or harness.all_kinds()
     strategy = harness.fuzz_inputs(seeds, kinds, max_size=opts["max_size"])
     workdir = harness.new_workdir()
-    # Warm-up (imports, compiled regexes, templates), so that the first input is not reported as slow.
-    harness.exercise(harness.FuzzInput("rank_log", "rank0.log", b"RuntimeError: x\n"), workdir, pipeline=True,
-                     html=True, timeout_s=0)
+    harness.CPU_BASE_S, harness.CPU_PER_MB_S = opts["cpu_base"], opts["cpu_per_mb"]
+    harness.warm(workdir)  # imports, compiled regexes, templates: the first input's time is its own
     stats = {"inputs": 0, "by_kind": {}, "sniffed": {}, "failures": {}, "slowest": [0.0, None], "pipeline": 0}
     done = 0
     chunk_no = 0
@@ -68,10 +67,8 @@ def _worker(args: tuple) -> dict:
             stats["pipeline"] += pipeline
             stats["by_kind"][inp.kind] = stats["by_kind"].get(inp.kind, 0) + 1
             stats["sniffed"][str(out.sniffed)] = stats["sniffed"].get(str(out.sniffed), 0) + 1
-            if out.seconds > stats["slowest"][0]:
-                stats["slowest"] = [round(out.seconds, 3), f"{inp.kind}/{inp.name}/{inp.wrap}/{len(inp.data)}B"]
-            if out.seconds > opts["slow"]:
-                out.failures[f"slow:{inp.kind}:{out.sniffed}"] = f"{out.seconds:.2f} s for {len(inp.data)} bytes"
+            if out.cpu_seconds > stats["slowest"][0]:
+                stats["slowest"] = [round(out.cpu_seconds, 3), f"{inp.kind}/{inp.name}/{inp.wrap}/{len(inp.data)}B"]
             for sig, msg in out.failures.items():
                 f = stats["failures"].setdefault(sig, {"count": 0, "message": msg, "saved": None})
                 f["count"] += 1
@@ -107,16 +104,14 @@ def replay(directory: str) -> int:
     """Re-run saved failures (directories with input.bin + meta.json) and print what they do now."""
     bad = 0
     workdir = harness.new_workdir()
+    harness.warm(workdir)
     for meta_path in sorted(_find(directory, "meta.json")):
-        with open(meta_path) as fh:
-            meta = json.load(fh)
-        with open(os.path.join(os.path.dirname(meta_path), "input.bin"), "rb") as fh:
-            data = fh.read()
-        out = harness.exercise(harness.FuzzInput(meta["kind"], meta["name"], data, meta["wrap"]), workdir,
-                               pipeline=True, html=True)
-        status = ("FAIL " + "; ".join(out.failures) if out.failures else "ok") + f" ({out.seconds:.2f} s)"
-        bad += bool(out.failures)
-        print(f"{meta['signature']}: {status}")
+        for label, inp in harness.saved_inputs(os.path.dirname(meta_path)):
+            out = harness.exercise(inp, workdir, pipeline=True, html=True)
+            status = ("FAIL " + "; ".join(out.failures) if out.failures else "ok") + \
+                f" ({out.cpu_seconds:.2f} s of CPU, {len(inp.data)} bytes)"
+            bad += bool(out.failures)
+            print(f"{label}: {status}")
     shutil.rmtree(workdir, ignore_errors=True)
     return 1 if bad else 0
 
@@ -158,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="also run build+rules+JSON/text on every Nth input (0: never)")
     ap.add_argument("--html-every", type=int, default=20, help="and HTML on every Mth of those (0: never)")
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds one input may take")
-    ap.add_argument("--slow", type=float, default=2.0, help="report inputs slower than this many seconds")
+    ap.add_argument("--cpu-base", type=float, default=harness.CPU_BASE_S,
+                    help="CPU seconds any input may take (default %(default)s); more is a failure")
+    ap.add_argument("--cpu-per-mb", type=float, default=harness.CPU_PER_MB_S,
+                    help="and CPU seconds more per MB of input (default %(default)s)")
     ap.add_argument("--mem-limit-gb", type=float, default=4.0, help="address-space limit per worker (0: none)")
     ap.add_argument("--max-seconds", type=float, default=0, help="stop each worker after this long (0: no limit)")
     ap.add_argument("--save", metavar="DIR", help="save the first input of each failure signature here")
@@ -170,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         return replay(args.replay)
     opts = {"seed_dirs": DEFAULT_SEED_DIRS + args.seeds, "kinds": args.kind, "max_size": args.max_size,
             "seed_bytes": args.seed_bytes, "pipeline_every": args.pipeline_every, "html_every": args.html_every,
-            "timeout": args.timeout, "slow": args.slow, "mem_limit_gb": args.mem_limit_gb, "save": args.save,
+            "timeout": args.timeout, "cpu_base": args.cpu_base, "cpu_per_mb": args.cpu_per_mb,
+            "mem_limit_gb": args.mem_limit_gb, "save": args.save,
             "max_seconds": args.max_seconds, "progress": args.progress}
     workers = max(1, args.workers)
     shares = [args.budget // workers + (1 if i < args.budget % workers else 0) for i in range(workers)]
@@ -188,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{total['pipeline']} also through build/rules/reports")
     print("forced kinds: " + ", ".join(f"{k}={v}" for k, v in sorted(total["by_kind"].items())))
     print("sniffed kinds: " + ", ".join(f"{k}={v}" for k, v in sorted(total["sniffed"].items())))
-    print(f"slowest input: {total['slowest'][0]} s ({total['slowest'][1]})")
+    print(f"slowest input: {total['slowest'][0]} s of CPU ({total['slowest'][1]})")
     print(f"failure signatures: {len(total['failures'])}; failing inputs: "
           f"{sum(f['count'] for f in total['failures'].values())}")
     for sig, f in sorted(total["failures"].items(), key=lambda kv: -kv[1]["count"]):

@@ -82,7 +82,7 @@ def _load_builtin() -> None:
     _LOADED = True
     import importlib
     for name in ("textlog", "pyspy", "nvidia_smi", "torchrun_error", "flight_recorder", "dmesg", "stackdump", "nccl",
-                 "collect_manifest", "host_memory", "embedded", "dumps_in_logs"):
+                 "collect_manifest", "host_memory", "embedded", "dumps_in_logs", "notebook"):
         mod = f"postmortem.parsers.{name}"
         try:
             importlib.import_module(mod)

@@ -34,6 +34,7 @@ def parse_manifest(source: Source) -> ParseResult:
                               "template": "collect exit", "details": attrs,
                               "level": "E" if code not in (0, None) else "I", "pid": None})
     _pid_ranks(data, result)
+    _stall(data, source, result)
     env = data.get("env_added")
     if isinstance(env, dict):
         result.meta["collector_env"] = {str(k): str(v)[:300] for k, v in list(env.items())[:64]}
@@ -41,6 +42,20 @@ def parse_manifest(source: Source) -> ParseResult:
 
 
 MAX_PROCESSES = 65_536
+
+
+def _stall(data: dict, source: Source, result: ParseResult) -> None:
+    """The collector's stall setting and how many stack dumps it kept (the gaps say why none was taken)."""
+    after = data.get("stall_after_s")
+    dumps = data.get("stall_dumps")
+    policy = data.get("stall_policy") if isinstance(data.get("stall_policy"), dict) else {}
+    if after is None and not policy:
+        return
+    result.meta["collect_stall"] = {source.source: {
+        "stall_after": after if isinstance(after, (int, float, str)) else None,
+        "cap_s": policy.get("cap_s") if isinstance(policy.get("cap_s"), (int, float)) else None,
+        "threshold_s": policy.get("threshold_s") if isinstance(policy.get("threshold_s"), (int, float)) else None,
+        "dumps": len(dumps) if isinstance(dumps, list) else 0}}
 
 
 def _pid_ranks(data: dict, result: ParseResult) -> None:

@@ -75,7 +75,8 @@ class _StepAccumulator:
     MAX_KEPT = 128  # anomaly / event-context rows protected per series (beyond: thinned like the rest)
     SPIKE = 3.0     # a loss above SPIKE times the previous row's is an anomaly
 
-    def __init__(self):
+    def __init__(self, every_step: bool = False):
+        self.cap = float("inf") if every_step else self.CAP  # every_step: a row for every step line, never thinned
         self.series: dict = {}
         self.anomalies: dict = {}  # series key -> ids of anomalous rows (the first MAX_KEPT)
         self.context: dict = {}    # series key -> ids of rows that stood last at an event (the latest MAX_KEPT)
@@ -101,7 +102,7 @@ class _StepAccumulator:
                     (ploss is not None and ploss > 0 and loss > self.SPIKE * ploss):
                 if len(self.anomalies[key]) < self.MAX_KEPT:
                     self.anomalies[key][id(row)] = True
-        if len(rows) > self.CAP:
+        if len(rows) > self.cap:
             self._thin(key, rows)
 
     def mark_context(self) -> None:

@@ -7,7 +7,7 @@ import re
 import regex
 
 from postmortem.parsers import formats as fmts
-from postmortem.parsers import embedded, learned_prefix, tb_shapes
+from postmortem.parsers import actor_ranks, embedded, learned_prefix, tb_shapes
 from postmortem.parsers.prefixes import strip_prefixes
 
 
@@ -32,7 +32,10 @@ MSG_RANK_RES = [
     regex.compile(r"(?:^|[\s(])rank[=:](?P<r>\d+)\b"),
     regex.compile(r"^\[(?P<r>\d+)\] is setting up NCCL communicator"),
     regex.compile(r"^Rank (?P<r>\d+)/\d+\b"),
-    regex.compile(r"^(?:[^:\[,]{0,16},\s*)?[Rr]ank[ =:#]?(?P<r>\d+)\s*[,:/]"),  # `Epoch 9, Rank 7, world_size 8: ...`
+    # `Epoch 9, Rank 7, world_size 8: ...`; also after a logging level (`%(asctime)s %(levelname)s rank N: ...` once
+    # the time is stripped)
+    regex.compile(r"^(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) {1,8})?(?:[^:\[,]{0,16},\s*)?[Rr]ank[ =:#]?"
+                  r"(?P<r>\d+)\s*[,:/]"),
 ]
 # A literal that every match of the MSG_RANK_RES pattern at the same position contains (None: no other than the
 # "ank"/"ANK" of Rank, RANK, rank, which all but the 5th need).
@@ -49,15 +52,17 @@ NCCL_VERSION_RE = regex.compile(r"NCCL version (\d+\.\d+\.\d+)")
 HOSTPID_RE = regex.compile(r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):\d+ ")
 SRUN_LABEL_RE = regex.compile(r"^\s{0,4}(?:P\d+ )?(?P<rank>\d{1,5}): ")
 HOST_PREFIX_RE = regex.compile(r"^(?P<host>[A-Za-z][\w.-]*[\d-][\w.-]*): ")
+# A key's parts before and after its word are bounded (128 and 64 characters): unbounded, a long dotted or repeated
+# token was walked to its end from each of its starts.
 CONFIG_RE = regex.compile(
-    r"(?i)(?:--|\b)(?P<key>[a-z_][\w.-]*?(?:batch_size|batch|_period|period|every|_interval|interval|_steps|_freq|"
-    r"frequency|num_workers|epochs|timeout|ddp_timeout)\w*)['\"]?(?:\s*[=:]\s*|\s+)['\"]?(?P<value>\d+(?:\.\d+)?)\b")
+    r"(?i)(?:--|\b)(?P<key>[a-z_][\w.-]{0,128}?(?:batch_size|batch|_period|period|every|_interval|interval|_steps|_freq|"
+    r"frequency|num_workers|epochs|timeout|ddp_timeout)\w{0,64})['\"]?(?:\s*[=:]\s*|\s+)['\"]?(?P<value>\d+(?:\.\d+)?)\b")
 CONFIG_TRIGGER = re.compile(r"batch|period|every|interval|steps|freq|workers|epochs|timeout", re.I)  # stdlib: 5x faster
 # The words any CONFIG_RE key ends with (config_hint looks for a match where one of them occurs).
 CONFIG_HINT_WORDS = ("batch", "period", "every", "interval", "_steps", "_freq", "frequency", "num_workers", "epochs",
                      "timeout")
 # What any CONFIG_RE match contains (its key's end, then `=`/`:`/space and a digit): a cheap test before finditer.
-CONFIG_HINT_RE = re.compile(f"(?:{'|'.join(CONFIG_HINT_WORDS)})" r"\w*['\"]?(?:\s*[=:]\s*|\s+)['\"]?\d", re.I)
+CONFIG_HINT_RE = re.compile(f"(?:{'|'.join(CONFIG_HINT_WORDS)})" r"\w{0,64}['\"]?(?:\s*[=:]\s*|\s+)['\"]?\d", re.I)
 # A config echo (`sample_every=1000`, `'eval_every': 500`) wherever it is printed: found by the whole-block scan at
 # every occurrence (the config words alone are reported once per block: `epoch 3 batch 120` is progress, and so is
 # `batch: 120`: a bare `batch` key is left to that, only `batch_…`/`…_batch` keys are echoes here).
@@ -166,10 +171,11 @@ class _Scheme:
         if self.jsonl:
             self.srun, self.hosts = False, set()
         self.learned = None if self.jsonl else _learned_prefix(head_lines_all)
+        self.actors = actor_ranks.scheme_for(head_lines_all)  # Ray actors' `(Name pid=P)` prefixes -> ranks
 
     @property
     def active(self) -> bool:
-        return bool(self.srun or self.hosts or self.learned)
+        return bool(self.srun or self.hosts or self.learned or self.actors is not None)
 
     def strip(self, line: str) -> tuple[str, dict]:
         info: dict = {}
@@ -180,6 +186,8 @@ class _Scheme:
             if m and m.group("host") in self.hosts:
                 info["host"] = m.group("host")
                 line = line[m.end():]
+        if self.actors is not None:
+            line = self.actors.note(line, info)
         if self.srun:
             m = SRUN_LABEL_RE.match(line)
             if m:

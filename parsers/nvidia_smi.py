@@ -31,7 +31,7 @@ _TS_LINE_RE = re.compile(r"^(?P<ts>(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Ma
                          r" +\d{1,2} \d\d:\d\d:\d\d)(?: (?P<tz>[A-Z]{2,5}))? (?P<year>\d{4})\s*$")
 _HEADER_RE = re.compile(r"NVIDIA-SMI (?P<smi>[\d.]+)\s+Driver Version: (?P<driver>[\d.]+)"
                         r"(?:\s+CUDA Version: (?P<cuda>[\d.]+|N/A))?")
-_MEM_CELL_RE = re.compile(r"(?P<used>\d+)\s*MiB\s*/\s*(?P<total>\d+)\s*MiB")
+_MEM_CELL_RE = re.compile(r"(?<!\d)(?P<used>\d+)\s*MiB\s*/\s*(?P<total>\d+)\s*MiB")  # from a number's start
 _PERSIST = {"On", "Off", "WDDM", "TCC", "N/A"}
 _PROC_TYPES = {"C", "G", "M", "C+G", "M+C"}
 _LOST_RES = [

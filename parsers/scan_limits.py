@@ -47,7 +47,7 @@ _RANK_DIGITS_RE = re.compile(rb"(?i)rank\D{0,3}(\d+)")  # the rank a repeated er
 ANSI_BYTES_RE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\n]*\x07|\x1b[()][AB012]")
 # NCCL INFO lines that state facts the tables need (rank map, world size, version, transport, error trails).
 NCCL_FACTS = ["Init COMPLETE", "Init START", "nRanks", "NCCL version", "Using network", " : Using "]
-NCCL_TRAIL_KEY_RE = re.compile(rb"NCCLINFO[\w/-]+\.(?:cc|cu|cpp|c|h):->")
+NCCL_TRAIL_KEY_RE = re.compile(rb"NCCLINFO[\w/-]{1,256}\.(?:cc|cu|cpp|c|h):->")  # a source path: bounded
 # The raw form for Hyperscan leaves out the `NCCL INFO` part (on half the lines of an NCCL_DEBUG=INFO log, it
 # halves the scan speed); the shape key check (NCCL_TRAIL_KEY_RE) then asks for it.
 NCCL_TRAIL_RAW = rb"(?:\.cc|\.cu|\.cpp|\.c|\.h):[0-9]*[ \t]*->"

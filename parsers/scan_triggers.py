@@ -8,6 +8,7 @@ import regex
 
 from postmortem.parsers import literal_scan
 from postmortem.parsers.formats import trigger_regex
+from postmortem.parsers.linear_regex import LinearSearch
 from postmortem.parsers.scan_limits import (DELETE, _EVENT_BITS, F_BAR, F_ERRLINE, F_EVENT, F_EXCWORD, F_GATED,
                                             F_NCCL_CHANNEL, F_NCCL_OTHER, F_NCCL_RING, F_NCCL_TREES, F_STEP, F_WEAK,
                                             F_WINDOW, KEY_MEMO_MAX, MEMO_CAP, NCCL_FACTS, NCCL_TRAIL_KEY_RE,
@@ -35,9 +36,9 @@ class Triggers:
         self.gates, self.scans, gated = tuple(gates), tuple(scans), frozenset(gated)
         events = [t for t in events if t not in set(weak_events)]
         self.gated_re = trigger_regex(sorted({normalise(t) for t in gated} - {b""})) if gated else None
-        # ASCII classes, as Hyperscan's: every line this confirms, the whole-block scan has found
-        self.gate_re = regex.compile("|".join(f"(?{'i' if caseless else ''}:{p})" for p, caseless in gates),
-                                     regex.M | regex.A) if gates else None
+        # ASCII classes, as Hyperscan's: every line this confirms, the whole-block scan has found; in the form whose
+        # search is linear in the line (a line is untrusted: `sav...[^\n]*checkpoint` from every `saving` was not)
+        self.gate_re = LinearSearch(gates, regex.compile, regex.M | regex.A) if gates else None
         # the events whose line gets the stream's last progress/step line handed over before it (the step of death
         # and the phase an error happened in); None: every event
         self.error_re = trigger_regex(sorted({normalise(t) for t in error_events if t not in set(weak_events)}

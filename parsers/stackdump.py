@@ -43,9 +43,11 @@ PYBT_NUM_RE = re.compile(r"^#(?P<n>\d+) Frame 0x[0-9a-fA-F]+, for file (?P<file>
                          r"in (?P<func>[^\s(]+)")
 PYBT_OTHER_RE = re.compile(r"^#(?P<n>\d+) (?:<built-in|<method-wrapper|\(unable to read|\(frame information|Waiting for|"
                            r"Garbage-collecting)")
-NATIVE_RE = re.compile(r"^#(?P<n>\d+)\s+(?:(?P<addr>0x[0-9a-fA-F]+) in )?(?P<rest>.*?)\s*$")
-NATIVE_FROM_RE = re.compile(r"\s+from (?P<lib>\S+)$")
-NATIVE_AT_RE = re.compile(r"\s+at (?P<file>\S+?):(?P<line>\d+)$")
+# (`rest` up to its last non-blank, `from`/`at` from a run of blanks' start: a lazy `.*?\s*$`, or `\s+` tried from
+# every blank of a long run, was quadratic in a line of blanks)
+NATIVE_RE = re.compile(r"^#(?P<n>\d+)\s+(?:(?P<addr>0x[0-9a-fA-F]+) in )?(?P<rest>(?:.*\S)?)\s*$")
+NATIVE_FROM_RE = re.compile(r"(?<!\s)\s+from (?P<lib>\S+)$")
+NATIVE_AT_RE = re.compile(r"(?<!\s)\s+at (?P<file>\S+?):(?P<line>\d+)$")
 CONT_FROM_RE = re.compile(r"^\s+from (?P<lib>\S+)\s*$")
 CONT_AT_RE = re.compile(r"^\s+at (?P<file>\S+?):(?P<line>\d+)\s*$")
 INTERP_RE = re.compile(r"^(?:_?PyEval_|_PyFunction_|_PyObject_|PyObject_|cfunction_|method_vectorcall|slot_tp_|"

@@ -3,27 +3,28 @@ from __future__ import annotations
 
 import ast
 import functools
+import math
 import re
 
 import regex
 
+from postmortem.parsers import framework_steps
 from postmortem.parsers.formats import lower_for_literals
 
 TQDM_RE = regex.compile(
     r"(?:(?P<desc>[^\r|]*?):? *)?(?P<pct>\d+)%\|(?P<bar>[^|]*)\| *(?P<n>\d+)/(?P<total>\d+|\?) "
     r"\[(?P<elapsed>[\d:]+|\?)<(?P<remaining>[\d:]+|\?),\s*(?P<rate>[\d.]+|\?)\s*(?P<unit>[\w ]*?/s|s/[\w ]*?)(?:, (?P<postfix>[^\]]*))?\]")
 _TQDM_GROUPS = tuple(TQDM_RE.groupindex[k] for k in ("desc", "n", "total", "postfix", "rate", "unit", "elapsed"))
-MEGATRON_RE = regex.compile(r"\biteration\s+(?P<step>\d+)\s*/\s*(?P<total>\d+)\s*\|(?P<rest>.*)")
 HF_DICT_RE = regex.compile(r"^\{'(?:loss|eval_loss|train_runtime|train_loss|grad_norm|learning_rate|epoch)'.*\}\s*$")
 GENERIC_STEP_RE = regex.compile(
-    r"(?i)(?:^|[\s\[|,(])(?:global_step|step|iter(?:ation)?|it|batch)(?:\s*#)?\s*[:=]?\s*(?P<step>\d+)(?:\s*/\s*(?P<total>\d+))?\b")
+    r"(?i)(?:^|[\s\[|,(])(?:global_step|step|iter(?:ation)?|it|batch)(?:\s*#)?\s*(?:[:=]\s*)?(?P<step>\d+)(?:\s*/\s*(?P<total>\d+))?\b")
 LOSS_RE = regex.compile(
-    r"(?i)\b(?:(?:train|total|lm|avg|mean|running)[ _]?)?loss(?:es)?\b['\"]?\s*[:=]?\s*['\"]?(?P<loss>-?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf))")
-LR_RE = regex.compile(r"(?i)\b(?:lr|learning[ _]rate)\b['\"]?\s*[:=]?\s*['\"]?\[?(?P<lr>\d+\.?\d*(?:e[-+]?\d+)?)")
-EPOCH_RE = regex.compile(r"(?i)\b(?:epoch|ep)\b\s*[:=]?\s*(?P<epoch>\d+(?:\.\d+)?)")
+    r"(?i)\b(?:(?:train|total|lm|avg|mean|running)[ _]?)?loss(?:es)?\b['\"]?\s*(?:[:=]\s*)?['\"]?(?P<loss>-?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf))")
+LR_RE = regex.compile(r"(?i)\b(?:lr|learning[ _]rate)\b['\"]?\s*(?:[:=]\s*)?['\"]?\[?(?P<lr>\d+\.?\d*(?:e[-+]?\d+)?)")
+EPOCH_RE = regex.compile(r"(?i)\b(?:epoch|ep)\b\s*(?:[:=]\s*)?(?P<epoch>\d+(?:\.\d+)?)")
 LOSS_ANY_RE = regex.compile(
-    r"(?i)\b\w*loss\w*\b['\"]?\s*[:=]?\s*['\"]?(?P<loss>-?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf))")
-METRIC_PAIR_RE = regex.compile(r"(?i)\b[a-z][\w/.]*\s*[:=]?\s+-?\d+\.\d+\b|\b[a-z][\w/.]*[:=]\s*-?\d")
+    r"(?i)\b\w{0,64}loss\w{0,64}+\b['\"]?\s*(?:[:=]\s*)?['\"]?(?P<loss>-?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf))")
+METRIC_PAIR_RE = regex.compile(r"(?i)\b[a-z][\w/.]{0,80}(?:\s*[:=])?\s+-?\d+\.\d+\b|\b[a-z][\w/.]{0,80}[:=]\s*-?\d")
 STEP_FIRST_RE = regex.compile(r"(?i)^\W{0,4}(?:global_step|step|iter(?:ation)?|it|batch)\b")
 # Other libraries' progress lines: tqdm without a total (`35batch [00:03, 10.5batch/s]`), mmengine/mmcv
 # (`Epoch(train) [1][ 50/500]`, `Iter(val) [ 20/100]`), Keras (`50/500 [==>....] - ETA`), rich (`desc ━━━ 45/100`).
@@ -40,7 +41,6 @@ BRACKET_FRACTION_RE = regex.compile(r"[(\[]\s*(?P<n>\d{1,9})\s*/\s*(?P<total>\d{
 EPOCH_BEFORE_RE = regex.compile(r"(?i)epoch\W*$|轮\W*$")
 # `Epoch 0: 40/400 loss=...`: the batch within an epoch, printed without brackets or a bar
 EPOCH_FRACTION_RE = regex.compile(r"(?i)\bepoch\s*(?P<epoch>\d{1,6})\s*[:,]?\s+(?P<n>\d{1,9})\s*/\s*(?P<total>\d{1,9})\b(?!\s*\])")
-ELAPSED_MS_RE = regex.compile(r"elapsed time per iteration \(ms\):\s*(?P<ms>[\d.]+)")
 
 _EVAL_WORDS = regex.compile(r"(?i)\b(?:val(?:id(?:ation|ate|ating)?)?|eval(?:uat\w*)?|test(?:ing)?|predict\w*|sanity)\b")
 _SAMPLE_WORDS = regex.compile(r"(?i)\b(?:sampl\w*|generat\w*|inference|infer)\b")
@@ -193,6 +193,8 @@ def parse_step(message: str) -> dict | None:
             lm = LOSS_RE.search(post) if _may_have(post, "loss") else None
             if lm:
                 row["loss"] = _num(lm.group("loss"))
+            # torchtune's description, gradient norms in the postfix
+            row.update(framework_steps.bar_extras(message[:m.start("pct")], post, row.get("loss")))
             epoch = _epoch_of(desc)
             if epoch is not None:
                 row["epoch"] = epoch
@@ -204,6 +206,9 @@ def parse_step(message: str) -> dict | None:
                 elif (rate_v or 0) > 0 and unit.endswith("/s") and unit.startswith("it"):
                     row["step_time"] = 1.0 / rate_v
             return row
+    fw = framework_steps.parse(message)  # Megatron/NeMo, DeepSpeed, fairseq
+    if fw is not None:
+        return fw
     other = _other_progress(message)
     if other is not None:
         return other
@@ -217,17 +222,10 @@ def parse_step(message: str) -> dict | None:
                "loss": _num(str(loss)) if loss is not None else (float("nan") if "'loss': nan" in message else None),
                "lr": _num(str(d.get("learning_rate"))) if d.get("learning_rate") is not None else None,
                "epoch": _num(str(d.get("epoch"))) if d.get("epoch") is not None else None}
+        row.update(framework_steps.extras(message))  # `'grad_norm': nan` reads as a non-finite reading
+        if row["loss"] is not None and row["loss"] != row["loss"]:
+            row["nan_iters"] = 1
         return row
-    if "iteration" in message:
-        m = MEGATRON_RE.search(message)
-        if m:
-            rest = m.group("rest")
-            lm = regex.search(r"lm loss:\s*(?P<loss>[\d.eE+-]+|nan|inf)", rest)
-            lr = regex.search(r"learning rate:\s*(?P<lr>[\d.eE+-]+)", rest)
-            ms = ELAPSED_MS_RE.search(rest)
-            return {"step": int(m.group("step")), "total": int(m.group("total")), "phase": "train", "desc": "megatron",
-                    "loss": _num(lm.group("loss")) if lm else None, "lr": _num(lr.group("lr")) if lr else None,
-                    "step_time": float(ms.group("ms")) / 1000 if ms else None}
     if "/" in message and ("loss" in message or "Loss" in message):
         # Any language: a bracketed fraction on a line that reports a loss (`[Rank 2] 处理批次 (5/32) loss=0.29`,
         # `Schritt [5/32] loss=...`); an epoch fraction is not a step.
@@ -248,10 +246,15 @@ def parse_step(message: str) -> dict | None:
         if not (lm or lr or m.group("total") or STEP_FIRST_RE.match(message) or METRIC_PAIR_RE.search(rest)):
             return None
         em = EPOCH_RE.search(message)
-        return {"step": int(m.group("step")), "total": int(m.group("total")) if m.group("total") else None,
-                "phase": phase_of(message[: m.start()]) if _EVAL_WORDS.search(message[:40]) else "train",
-                "desc": "custom", "loss": _num(lm.group("loss")) if lm else None,
-                "lr": _num(lr.group("lr")) if lr else None, "epoch": _num(em.group("epoch")) if em else None}
+        loss = _num(lm.group("loss")) if lm else None
+        row = {"step": int(m.group("step")), "total": int(m.group("total")) if m.group("total") else None,
+               "phase": phase_of(message[: m.start()]) if _EVAL_WORDS.search(message[:40]) else "train",
+               "desc": "custom", "loss": loss,
+               "lr": _num(lr.group("lr")) if lr else None, "epoch": _num(em.group("epoch")) if em else None}
+        row.update(framework_steps.extras(message))  # torchtune's `Step N | loss:x grad_norm:y`, custom loops
+        if loss is not None and not math.isfinite(loss):
+            row["nan_iters"] = 1
+        return row
     return None
 
 

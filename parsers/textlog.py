@@ -10,7 +10,7 @@ from postmortem.parsers.base import ParseResult, register
 from postmortem.parsers import dumps_in_logs, embedded, learned_prefix
 from postmortem.parsers.prefixes import strip_prefixes
 from postmortem.parsers.steps import parse_step
-from postmortem.parsers import tb_shapes
+from postmortem.parsers import rich_wrap, spawn_block, tb_shapes
 from postmortem.ingest import textio
 from postmortem.ingest.discover import Source
 from postmortem.parsers.line_blocks import _StepAccumulator, _TorchrunSummary
@@ -60,8 +60,9 @@ def parse_textlog(source: Source) -> ParseResult:
     stats = textio.ReadStats()
     tbs = _TracebackCollector(result, source)
     shapes = tb_shapes.TracebackShapes()  # IPython, rich and loguru tracebacks read as plain ones
+    wrapped = rich_wrap.Wrapped()  # rich's exception message wrapped onto the lines after `ExcType: `
     summary = _TorchrunSummary(result, source)
-    steps = _StepAccumulator()
+    steps = _StepAccumulator(getattr(source, "every_step", False))
     per_kind: dict[str, int] = {}
     dropped: dict[str, int] = {}
     over: dict = {}  # (kind, rank) -> the latest event beyond MAX_EVENTS_PER_KIND
@@ -69,6 +70,7 @@ def parse_textlog(source: Source) -> ParseResult:
     scanner, head_texts, items = _line_source(source, stats)
     scheme = _Scheme(head_texts)
     hostpid_rank: dict[str, int] = {}
+    spawned = spawn_block.SpawnBlock()  # mp.spawn's child traceback printed by the parent: its process index
     # Stack dumps list frames, not log lines: `save_checkpoint (x.py:3)` is no save, a command line is no config
     # echo, and `File "..."` frames are not a raised exception. Only failure lines (py-spy's own errors) count.
     dump = source.kind in ("pyspy", "stack_dump")
@@ -101,7 +103,7 @@ def parse_textlog(source: Source) -> ParseResult:
                 if lm.group("rank") is not None and "rank" not in carry:
                     carry = {**carry, "rank": int(lm.group("rank"))}
                 continue
-            rank = _line_rank(info, message, base_rank)
+            rank = spawned.rank_for(message, _line_rank(info, message, base_rank))
             ctx = {"rank": rank, "host": info.get("host") or source.host, "ts": _ts(info.get("ts"))}
             if steps_only:  # a sampled progress/step line from the prefilter: nothing but its step row
                 st = parse_step(message)
@@ -113,7 +115,7 @@ def parse_textlog(source: Source) -> ParseResult:
                     steps.add(st)
                 continue
             key = rank if rank is not None else info.get("host")
-            consumed = False if dump else tb_shapes.feed(tbs, shapes, key, lineno, message, ctx)
+            consumed = False if dump else wrapped.feed(tbs, shapes, key, lineno, message, ctx)
             summary.feed(lineno, message)
             if consumed:
                 continue
@@ -196,6 +198,8 @@ def parse_textlog(source: Source) -> ParseResult:
         result.problems.append("repetitive lines summarised: " + ", ".join(f"{k} x{v}" for k, v in sorted(dropped.items())))
     if hostpid_rank:
         result.meta["hostpid_rank"] = hostpid_rank
+    if scheme.actors:  # Ray's log monitor forwards each actor's stdout and stderr apart: line order is not time order
+        result.meta["unordered_streams"] = {source.source: "ray actor stdout/stderr merged by the log monitor"}
     if scanner is not None and getattr(scanner, "summarised", False):
         if any(scanner.nccl_counts.values()):
             result.meta["nccl_counts"] = {source.source: dict(scanner.nccl_counts)}
@@ -216,13 +220,16 @@ def _prefilter_triggers() -> prefilter.Triggers:
                             | set(WINDOW_TRIGGERS)))
 
 
-def share_exact_budget(sources: list) -> None:
+def share_exact_budget(sources: list, every_line: bool = False) -> None:
     """Give every source this parser reads its share of the job's exact budget (Source.exact_bytes; see
-    prefilter.EXACT_JOB_BYTES): before parsing, from the sizes the discovery saw, on every engine alike."""
+    prefilter.EXACT_JOB_BYTES): before parsing, from the sizes the discovery saw, on every engine alike.
+    `every_line`: no budget, every file is read exactly (every step line a row)."""
     text = [s for s in sources if not s.problem and s.kind in TEXT_KINDS]
-    shares = prefilter.exact_shares([prefilter.text_size(s.path, s.bytes, s.compression) for s in text])
+    sizes = [prefilter.text_size(s.path, s.bytes, s.compression) for s in text]
+    shares = sizes if every_line else prefilter.exact_shares(sizes)
     for s, share in zip(text, shares):
         s.exact_bytes = share
+        s.every_step = every_line
 
 
 def _gates() -> dict:

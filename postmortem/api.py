@@ -93,11 +93,32 @@ class Figures(dict):
         super().__init__(figures)
         self._analysis = analysis
 
+    def __missing__(self, name):
+        raise NoChart(name, sorted(self))
+
     def __call__(self, lang: str = "en") -> "Figures":
         if lang == "en":
             return self
         from postmortem.reports.figures import make_figures
         return Figures(make_figures(self._analysis, lang), self._analysis)
+
+
+CHART_NEEDS = {"timeline": "lines with times from at least one source",
+               "steps": "step lines with times from two reports of a rank, or ranks that stopped at different steps",
+               "gpu_memory": "nvidia-smi snapshots"}
+
+
+class NoChart(KeyError):
+    """A chart the inputs have no data for (a KeyError, as for any dict, that says why and what there is)."""
+
+    def __init__(self, name, drawn: list):
+        super().__init__(name)
+        need = CHART_NEEDS.get(name)
+        self.message = (f"no {name!r} chart for this input" + (f": it needs {need}" if need else " (no such chart)")
+                        + f"; charts drawn: {', '.join(drawn) if drawn else 'none'}")
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def _findings_frame(self) -> "pd.DataFrame":
@@ -119,7 +140,7 @@ Analysis.findings = property(_findings_frame, _set_findings, doc=_findings_frame
 
 
 def parse_all(sources: list, jobs: int | None = None, engine: str = "local", scheduler: str | None = None,
-              quiet: bool = False, preload: "_Preload | None" = None, sink=None) -> list:
+              quiet: bool = False, preload: "_Preload | None" = None, sink=None, all_steps: bool = False) -> list:
     """Parse every source (in parallel processes when it pays); results are in the order of `sources`.
 
     With `sink`, each result is handed to `sink(index of its source, result)` as it arrives (in any order) and not
@@ -129,7 +150,8 @@ def parse_all(sources: list, jobs: int | None = None, engine: str = "local", sch
     preload = preload or _Preload(enabled=False)
     from postmortem.parsers.base import parse_source_compact as parse_source
     from postmortem.parsers.textlog import share_exact_budget
-    share_exact_budget(sources)  # what of each file is read exactly: from the whole job, before any file is read
+    # what of each file is read exactly: from the whole job, before any file is read (all_steps: all of it)
+    share_exact_budget(sources, every_line=all_steps)
     from postmortem import progress as progress_mod
     total = sum(s.bytes for s in sources if not s.problem)
     out: list = [None] * len(sources)
@@ -160,20 +182,42 @@ def parse_all(sources: list, jobs: int | None = None, engine: str = "local", sch
         preload_parsers()  # the forked workers inherit the imported parsers and compiled triggers
         # Largest files first so one big file does not finish last; chunks keep IPC small for many tiny files.
         order = sorted(range(len(sources)), key=lambda i: -sources[i].bytes)
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint)
         try:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                # chunks of at most MAX_CHUNK files: a chunk's results are unpickled at once, so bigger ones
-                # would make the parent's peak grow with the number of files
-                results = pool.map(parse_source, [sources[i] for i in order],
-                                   chunksize=max(1, min(MAX_CHUNK, len(sources) // (workers * 8))))
-                preload.start()  # map() has forked every worker (fork pools start them all on the first task)
-                for i, res in zip(order, results):
-                    put(i, res)
-                    bar.update(sources[i].bytes)
+            # chunks of at most MAX_CHUNK files: a chunk's results are unpickled at once, so bigger ones would make
+            # the parent's peak grow with the number of files
+            results = pool.map(parse_source, [sources[i] for i in order],
+                               chunksize=max(1, min(MAX_CHUNK, len(sources) // (workers * 8))))
+            preload.start()  # map() has forked every worker (fork pools start them all on the first task)
+            for i, res in zip(order, results):
+                put(i, res)
+                bar.update(sources[i].bytes)
+            pool.shutdown()
+        except KeyboardInterrupt:  # Ctrl-C: stop the workers now instead of waiting for their chunks
+            _stop_pool(pool)
+            raise
         except BrokenProcessPool:
+            pool.shutdown()
             preload.join()  # _isolate forks again
             _isolate(sources, out, bar, put)
         return out
+
+
+def _ignore_sigint() -> None:
+    """Parser processes leave Ctrl-C to the parent (which stops them): no traceback from each of them."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop_pool(pool) -> None:
+    """Cancel what is queued and end the parser processes (interrupted)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())  # shutdown() forgets them
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        try:
+            proc.terminate()
+        except Exception:  # noqa: BLE001 - already gone
+            pass
 
 
 def _isolate(sources: list, out: list, bar, put) -> None:
@@ -195,7 +239,8 @@ def _isolate(sources: list, out: list, bar, put) -> None:
 
 def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = None, engine: str = "local",
             scheduler: str | None = None, plugin_paths: list[str] | None = None, quiet: bool = False,
-            html: bool = False, baseline: str | None = None) -> Analysis:
+            html: bool = False, baseline: str | None = None, earlier: list[str] | None = None,
+            all_steps: bool = False) -> Analysis:
     """Analyse a directory tree, a single file or a .tar.gz/.tgz/.zip and return the Analysis (raises
     FileNotFoundError for no input). The tables, their columns and dtypes: docs/tables.md.
 
@@ -204,9 +249,35 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
     matplotlib too, unless parser processes run (then a chart process loads it once they are done).
 
     `baseline`: a run of the same job that worked (directory, file or archive); templates it printed are not new,
-    so the odd lines (`a.tables.odd_lines`, `new` column) and the culprits they name leave them out."""
-    if baseline is not None and not os.path.exists(baseline):
-        raise FileNotFoundError(f"baseline not found: {baseline}")
+    so the odd lines (`a.tables.odd_lines`, `new` column) and the culprits they name leave them out.
+
+    `all_steps`: read every file exactly, so that `a.tables.steps` holds a row for every step line (by default a big
+    job's files are read exactly up to a shared budget and their progress and step lines sampled beyond it; the
+    last step of each rank and the lines around every error are always kept). Slower and bigger on big logs.
+
+    `earlier`: runs of the same job submitted before this one, oldest first (directories, files or archives). Each
+    is analysed on its own; when the verdict's root failed them too, without the job getting further in between,
+    `a.verdict.next` says so and a restart becomes a change. A `baseline` that failed counts as an earlier run."""
+    for other in [baseline, *(earlier or [])]:
+        if other is not None and not os.path.exists(other):
+            raise FileNotFoundError(f"{'baseline' if other == baseline else 'earlier run'} not found: {other}")
+    analysis = _analyze_one(path, jobs=jobs, rules=rules, engine=engine, scheduler=scheduler,
+                            plugin_paths=plugin_paths, quiet=quiet, html=html, baseline=baseline,
+                            all_steps=all_steps)
+    if earlier or baseline is not None:
+        from postmortem.verdict import history
+        runs = [_analyze_one(p, jobs=jobs, rules=rules, engine=engine, scheduler=scheduler, quiet=True)
+                for p in ([baseline] if baseline is not None else []) + list(earlier or [])]
+        # a baseline that worked is no earlier failure
+        runs = [a for a in runs if a.verdict is not None and (a.input != baseline or a.verdict.category != "no_failure")]
+        history.redecide(analysis, history.resubmissions(analysis, runs))
+    return analysis
+
+
+def _analyze_one(path: str, *, jobs: int | None = None, rules: list[str] | None = None, engine: str = "local",
+                 scheduler: str | None = None, plugin_paths: list[str] | None = None, quiet: bool = False,
+                 html: bool = False, baseline: str | None = None, all_steps: bool = False) -> Analysis:
+    """analyze() of one run."""
     parallel = _parallel_likely(path, jobs, engine)
     if parallel:
         # The tree is walked and sniffed in a forked child while this process imports the parsers and builds their
@@ -221,7 +292,8 @@ def analyze(path: str, *, jobs: int | None = None, rules: list[str] | None = Non
     from postmortem.tables.fold import TableBuilder  # no pandas: it is imported while the files are parsed
     builder = TableBuilder(sources)
     # each result goes into the tables' column lists as it arrives: the parsed rows are never all held at once
-    parse_all(sources, jobs=jobs, engine=engine, scheduler=scheduler, quiet=quiet, preload=preload, sink=builder.add)
+    parse_all(sources, jobs=jobs, engine=engine, scheduler=scheduler, quiet=quiet, preload=preload, sink=builder.add,
+              all_steps=all_steps)
     preload.join()
     if html and parallel:
         from postmortem.reports import chart_process
@@ -254,34 +326,25 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
                     baseline: set[int] | None = None) -> Analysis:
     """The stages after the tables: rank state -> rules -> failure signals -> verdict -> evidence gaps."""
     from postmortem.verdict import gaps as gaps_mod
-    from postmortem.verdict import signals as signals_mod
-    from postmortem.verdict import decide as verdict_mod
-    from postmortem.ranks.state import rank_state
-    from postmortem.rules import all_rules, run_rules
+    from postmortem.rules import all_rules
     from postmortem.ingest.attempts import first_attempt
-    from postmortem.ranks.culprits import find_culprits
-    from postmortem.ranks.refine import refine
-    from postmortem.ranks.odd_lines import odd_lines
-    from postmortem.tables.schema import conform, documented_dtypes
     # With restarts, the stages below see the first attempt only (the verdict is about the first failure); the
     # Analysis keeps every row.
     work, attempts = first_attempt(tables)
-    # stage 4: where every rank was when the job stopped (in the dtypes docs/tables.md promises)
-    work.frames["ranks"] = conform(rank_state(work), documented_dtypes("ranks"))
-    work.frames["odd_lines"] = odd_lines(work, baseline)  # templates a minority printed near their end
-    work.meta["culprits"] = find_culprits(work.frames["ranks"], work.frames["odd_lines"])  # end-state asymmetry
-    work.meta["culprits"] = refine(work.meta["culprits"], work)  # what the library and the ranks' sequences say
     work.meta["attempts"] = attempts
     selected = all_rules()
     if rules:
         wanted = set(rules)
         selected = [r for r in selected if r.id in wanted]
-    findings = run_rules(work, selected)
     has_inputs = any(not s.problem for s in sources)
-    signals = signals_mod.collect(work)
-    work.meta["signals"] = signals
-    verdict, findings = verdict_mod.decide(findings, has_inputs, signals, work.frames["ranks"],
-                                           work.meta.get("culprits"))
+    from postmortem.verdict.judge import judge
+    verdict, findings = judge(work, selected, has_inputs, baseline)
+    if verdict is not None and findings:
+        from postmortem.verdict.direct_exception import strengthen
+        if strengthen(findings[0], work):  # one rank's exception seen directly: no inference to hedge
+            verdict.confidence = findings[0].confidence
+        from postmortem.verdict.holder import name_holder
+        name_holder(findings[0], work)  # a stuck rank's odd thread: what it most likely waits on
     _mark_roles(work.frames["ranks"], verdict, findings)
     if verdict is not None and attempts.restarted and findings:
         findings[0].explanation = f"{findings[0].explanation} {attempts.sentence()}"
@@ -291,6 +354,10 @@ def conclude_tables(path: str, sources: list, tables, rules: list[str] | None = 
             if key in work.meta:
                 tables.meta[key] = work.meta[key]
     explain(verdict, findings, work, sources)
+    if verdict is not None:
+        from postmortem.verdict import history
+        recurrence = history.restarts(tables, verdict, findings, work, selected) if attempts.restarted else None
+        verdict.next = history.next_for(verdict, findings, work, recurrence)
     gaps = gaps_mod.evidence_gaps(tables, verdict) if verdict else []
     return Analysis(input=path, sources=sources, tables=tables, findings=findings, verdict=verdict,
                     evidence_gaps=gaps)
@@ -323,6 +390,10 @@ def explain(verdict: Verdict | None, findings: list[Finding], tables, sources: l
         verdict.evidence = list(findings[0].evidence)
         if adv.basis is not None:
             verdict.evidence += [e for e in adv.basis.evidence if e not in verdict.evidence]
+        if verdict.culprit_ranks and not any(e.rank in verdict.culprit_ranks for e in verdict.evidence):
+            from postmortem.ranks.last_words import last_own_line
+            own = last_own_line(tables, verdict.culprit_ranks[0])  # the culprit's own words, not only its peers'
+            verdict.evidence += [own] if own is not None else []
     paths = [s.path for s in sources or [] if not s.problem] if sources is not None else []
     if verdict.category == "no_failure" and not findings and not recognised.looks_like_training(tables, paths):
         verdict.summary = recognised.NOT_TRAINING_SUMMARY

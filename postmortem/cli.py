@@ -19,13 +19,28 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _seconds_or_auto(text: str) -> float | None:
+    """argparse type: seconds (0 or more), or `auto` (None)."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds or 'auto': {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value:g}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse tree (also used by the docs test)."""
     p = argparse.ArgumentParser(prog="postmortem", description="Why did a distributed training job die or hang?")
     p.add_argument("--version", action="version", version=f"postmortem {__version__}")
     sub = p.add_subparsers(dest="command")
     a = sub.add_parser("analyze", help="analyse a directory of logs/dumps (or one file)")
-    a.add_argument("path", help="directory tree, file, or .tar.gz/.tgz/.zip with the job's logs, dumps and snapshots")
+    a.add_argument("path", nargs="+",
+                   help="directory tree, file, or .tar.gz/.tgz/.zip with the job's logs, dumps and snapshots; several: "
+                        "runs of the same job, oldest first (the last is judged, the earlier ones show recurrence)")
     a.add_argument("--format", choices=("text", "json", "html"), default=None,
                    help="output format (default: from the -o extension .json/.html/.txt, else text)")
     a.add_argument("-o", "--output", help="write the report to this file (the terminal still gets the summary)")
@@ -39,14 +54,18 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--lang", choices=("en", "zh"), default="en", help="language of the report (text and HTML)")
     a.add_argument("--baseline", default=None, metavar="GOOD_RUN",
                    help="logs of a run of the same job that worked: lines it printed are not odd")
+    a.add_argument("--all-steps", action="store_true",
+                   help="keep a row for every step line in the steps table (big logs are otherwise sampled)")
     a.add_argument("--quiet", "-q", action="store_true", help="no progress output on stderr")
     c = sub.add_parser("collect", help="run a training command unchanged and capture the evidence a post-mortem needs",
                        description="Run COMMAND (torchrun, accelerate launch, deepspeed, python ...) unchanged, "
                                    "capturing its output, stacks on stall, nvidia-smi history and the kernel log "
                                    "into OUT/<node>/; then print the verdict. Exit status is the job's.")
     c.add_argument("--out", required=True, help="evidence directory (each node writes OUT/<node>/)")
-    c.add_argument("--stall-after", type=float, default=None, metavar="SECONDS",
-                   help="take py-spy dumps when the job has printed nothing for this long (default 300; 0: never)")
+    c.add_argument("--stall-after", type=_seconds_or_auto, default=None, metavar="SECONDS",
+                   help="take py-spy dumps when the job has printed nothing for this long (default auto: ten times "
+                        "the job's usual silence, 10 s at least, at most half its collective timeout or 300 s; "
+                        "0: never)")
     c.add_argument("--smi-interval", type=float, default=None, metavar="SECONDS",
                    help="nvidia-smi sampling interval when nvidia-smi exists (default 10, at least 1)")
     c.add_argument("--node", default=None, help="node directory name (default: the short host name)")
@@ -79,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         # `postmortem rules | head`: the reader left; that is not an error of the analysis.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's 128 + SIGINT, no traceback
+        print("postmortem: interrupted", file=sys.stderr)
+        return 130
 
 
 def run() -> None:
@@ -168,7 +190,7 @@ def _rules(args) -> int:
 
 
 def _collect(args) -> int:
-    from postmortem.collect import DEFAULT_SMI_INTERVAL, DEFAULT_STALL_AFTER, collect, exit_like
+    from postmortem.collect import DEFAULT_SMI_INTERVAL, collect, exit_like
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not command:
         print("postmortem collect: error: no command given (postmortem collect --out DIR -- COMMAND ...)",
@@ -176,7 +198,7 @@ def _collect(args) -> int:
         return 2
     try:
         rc = collect(command, args.out,
-                     stall_after=DEFAULT_STALL_AFTER if args.stall_after is None else args.stall_after,
+                     stall_after=args.stall_after,
                      smi_interval=DEFAULT_SMI_INTERVAL if args.smi_interval is None else args.smi_interval,
                      analyze=not args.no_analyze, node=args.node, py_spy=args.py_spy, quiet=args.quiet)
     except OSError as exc:  # the evidence directory cannot be made: said before the job starts
@@ -189,7 +211,7 @@ def _analyze(args) -> int:
     from postmortem.api import analyze
     from postmortem.ingest.engines import EngineError
     from postmortem.rules import all_rules
-    for what in (args.path, args.baseline):
+    for what in (*args.path, args.baseline):
         if what is not None and not os.path.exists(what):
             print(f"postmortem: error: no such file or directory: {what}", file=sys.stderr)
             return 2
@@ -203,17 +225,21 @@ def _analyze(args) -> int:
         print(f"postmortem analyze: error: {exc}", file=sys.stderr)
         return 2
     try:
-        analysis = analyze(args.path, jobs=args.jobs, rules=args.rules, engine=args.engine,
+        analysis = analyze(args.path[-1], jobs=args.jobs, rules=args.rules, engine=args.engine,
                            scheduler=args.scheduler, plugin_paths=None, quiet=args.quiet, html=fmt == "html",
-                           baseline=args.baseline)
+                           baseline=args.baseline, earlier=args.path[:-1] or None, all_steps=args.all_steps)
     except (FileNotFoundError, EngineError) as exc:
         print(f"postmortem: error: {exc}", file=sys.stderr)
         return 2
     if analysis.verdict is None:  # the same for every format: nothing was read, so no report is written
-        print(f"postmortem: error: no readable files under {args.path}", file=sys.stderr)
+        print(f"postmortem: error: no readable files under {args.path[-1]}", file=sys.stderr)
         for src in (analysis.sources or [])[:10]:  # why each file was not read
             if getattr(src, "problem", None):
                 print(f"  {src.source}: {src.problem}", file=sys.stderr)
+        return 2
+    if analysis.verdict.mechanism == "not_a_training_log":  # nothing to judge: no verdict, as for an empty folder
+        print(f"postmortem: error: nothing under {args.path[-1]} looks like a training job's output (no step, rank, "
+              "launcher, NCCL, traceback or stack line); point it at the job's logs", file=sys.stderr)
         return 2
     if fmt == "json":
         text = analysis.to_json()

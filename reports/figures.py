@@ -7,12 +7,13 @@ import os
 
 import numpy as np
 import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from postmortem.ingest import beside
-from postmortem.reports import i18n
+from postmortem.reports import chart_layout, i18n
 from postmortem.reports.sections import MAX_LABELLED, gpu_culprits
 
 ROLE_COLOURS = {"culprit": "#c0392b", "affected": "#e39b2d", "other": "#7f8c8d", "unattributed": "#b8c0c8"}
@@ -42,10 +43,13 @@ def make_figures(analysis, lang: str = "en") -> dict:
     return out
 
 
-def to_data_uri(fig: Figure, dpi: int = 96) -> str:
+DPI = 96
+
+
+def to_data_uri(fig: Figure, dpi: int = DPI) -> str:
     """PNG of a figure as a data: URI (deterministic: no software/date metadata)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None}, bbox_inches="tight", facecolor="white")
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None}, facecolor="white")
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -134,7 +138,9 @@ def _add_system_cjk_fonts(font_manager) -> bool:
 
 def _new(lang: str, width: float, height: float):
     t, family = _labels(lang)
-    fig = Figure(figsize=(width, height), layout="constrained")
+    # fixed size, at the dpi it is saved at (text measured for the margins, chart_layout.fit, is then as drawn)
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     if family:
         for item in (ax.title, ax.xaxis.label, ax.yaxis.label):
@@ -171,7 +177,7 @@ MIN_TEXT_PT = 10.5   # at 96 dpi and 1:1 in the report, about the size of the re
 
 def _readable(fig: Figure) -> None:
     """No text in a chart smaller than MIN_TEXT_PT: tick labels, axis labels, legends, annotations (readable at
-    100 % zoom; the PNG is shown at its natural width on a laptop screen)."""
+    100 % zoom; the PNG is shown at its natural width on a laptop screen); then the margins for that text."""
     for text in fig.findobj(lambda a: hasattr(a, "get_fontsize") and hasattr(a, "set_fontsize")):
         try:
             if text.get_fontsize() < MIN_TEXT_PT:
@@ -181,6 +187,7 @@ def _readable(fig: Figure) -> None:
     for ax in fig.axes:
         for label in (ax.xaxis.label, ax.yaxis.label):
             label.set_fontsize(max(label.get_fontsize(), MIN_TEXT_PT + 1))
+        chart_layout.fit(fig, ax)  # the text's sizes are final: place the axes around it
 
 
 def _pad(ax, lo: float, hi: float) -> None:
@@ -289,9 +296,11 @@ def steps_figure(model, lang: str = "en", width: float = WIDE_IN) -> Figure | No
         return None   # a single point per rank says nothing a table row does not
     fig, ax, t, family = _new(lang, width, 3.0 if narrow else 3.4)
     front = max(r["last_step"] for r in model.step_last)
-    behind = {r["rank"] for r in model.step_last if r["last_step"] < front}
+    # The ranks behind the front and the verdict's culprits (a rank stuck at the front's step too) stand out.
+    behind = {r["rank"] for r in model.step_last if r["last_step"] < front} | set(getattr(model, "culprits", None) or ())
+    series = _same_steps_once(series, behind)
     # Ranks behind the front last, so they are drawn on top of the ranks whose lines they share up to where they stop.
-    keys = sorted(series, key=lambda r: (r in behind, r is None, r if r is not None else 0))
+    keys = sorted(series, key=lambda r: (r in behind, r is None, r if isinstance(r, int) else 0))
     many = len(keys) > MAX_LABELLED
     labelled = _steps_many(ax, series, keys, behind, t, family) if many else _steps_few(ax, series, keys, behind,
                                                                                          t, family)
@@ -396,7 +405,24 @@ def _apart(ends: list, points: list) -> list:
     return placed
 
 
+def _same_steps_once(series: dict, keep: set) -> dict:
+    """Ranks (outside `keep`) that reported the very same steps drawn once, keyed by the tuple of their ranks: one
+    line each would lie on top of the others and hide which ranks they are."""
+    groups: dict = {}
+    for r, (xs, ys) in series.items():
+        key = ("keep", r) if r in keep or r is None else ("steps", tuple(ys))
+        groups.setdefault(key, []).append(r)
+    out = {}
+    for key, members in groups.items():
+        first = members[0]
+        out[first if len(members) == 1 else tuple(sorted(members))] = series[first]
+    return out
+
+
 def _series_name(r, t: dict) -> str:
+    if isinstance(r, tuple):
+        from postmortem.reports.sections import rank_ranges
+        return i18n.fmt(t, "fig_ranks_same", ranks=rank_ranges(list(r)))
     return t["unattributed_label"] if r is None else i18n.fmt(t, "fig_rank", rank=r)
 
 

@@ -17,13 +17,13 @@ TEXT_WORDS = {
            "-o report.html shows all)", "supports": "same failure, another view", "consequence": "a consequence of "
            "the verdict", "files": "files", "world": "world size", "inferred": " (inferred)", "seen": "ranks seen",
            "skipped": "skipped/partial", "rule_error": "rule error (its finding is missing)", "none": "none",
-           "note": "NOTE"},
+           "note": "NOTE", "next": "NEXT"},
     "zh": {"verdict": "结论", "confidence": "置信度", "culprit": "肇事 rank", "phase": "阶段", "step": "训练步",
            "time": "时间", "as_logged": "（日志时间）", "why": "原因", "fix": "如何修改", "evidence": "证据", "others": "其他发现",
            "gaps": "缺失的证据（下次收集）", "input": "输入", "more": "行引用未显示（--format json 或 -o report.html "
            "可看到全部）", "supports": "同一故障的另一证据", "consequence": "结论的连锁反应", "files": "个文件",
            "world": "进程总数", "inferred": "（推断）", "seen": "出现的 rank", "skipped": "跳过/部分读取",
-           "rule_error": "规则出错（其结论缺失）", "none": "无", "note": "注意"},
+           "rule_error": "规则出错（其结论缺失）", "none": "无", "note": "注意", "next": "下一步"},
 }
 
 
@@ -63,14 +63,17 @@ def render_text(analysis, width: int = 100, lang: str = "en") -> str:
     if when is not None:
         out.append(f"  {w['time']}{sep}{when:%Y-%m-%d %H:%M:%S} {w['as_logged']}")
     if root:
-        adv = advice.advise(analysis.finding_list, analysis.ranks, analysis.tables.steps)
-        why = advice.why_zh(adv, root, analysis.ranks, analysis.tables.steps) if zh else (v.why or root.explanation)
-        fix = (advice.verdict_fix(adv, lang) if zh else None) or v.fix or root.remediation
+        why, fix = v.why or root.explanation, v.fix or root.remediation
+        if zh:  # translated sentence by sentence from the English, so that both name the same facts
+            from postmortem.reports.translate import verdict_zh
+            zh_why, zh_fix = verdict_zh(why, fix)
+            why, fix = zh_why or why, zh_fix or fix
         out.append("")
         out.append(w["why"])
         out.extend("  " + line for line in _wrap(why or v.why or root.explanation, width - 2))
         out.append(w["fix"])
         out.extend("  " + line for line in _wrap(fix, width - 2))
+        out.extend(_next_lines(v, w, width, lang))
         paths = {s.source: s.path for s in (analysis.sources or [])}
         cited = unique_evidence(v.evidence or root.evidence, paths)
         if cited:
@@ -81,8 +84,8 @@ def render_text(analysis, width: int = 100, lang: str = "en") -> str:
                 out.extend("      " + line for line in _wrap(e.text.strip(), width - 6, keep=True))
             if len(cited) > 8:
                 out.append(f"  ... {len(cited) - 8} {w['more']}")
-    elif v.mechanism == "not_a_training_log":
-        pass
+    else:
+        out.extend(_next_lines(v, w, width, lang))
     others = analysis.finding_list[1:]
     if others:
         out.append("")
@@ -113,6 +116,17 @@ def render_text(analysis, width: int = 100, lang: str = "en") -> str:
     for err in analysis.tables.meta.get("rule_errors") or []:
         out.append(f"  {w['rule_error']}: {err}")
     return terminal_safe("\n".join(out) + "\n")
+
+
+def _next_lines(v, w: dict, width: int, lang: str) -> list[str]:
+    """The NEXT block: the action and its domain on one line, then why (postmortem.verdict.next_action)."""
+    from postmortem.verdict.next_action import headline
+    nxt = getattr(v, "next", None)
+    if nxt is None:
+        return []
+    head = f"{w['next']}  {headline(nxt, lang)}" + (f"  {', '.join(nxt.hosts)}" if nxt.hosts else "")
+    why = nxt.why_zh if lang == "zh" and nxt.why_zh else nxt.why
+    return [head] + ["  " + line for line in _wrap(why, width - 2)]
 
 
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

@@ -60,6 +60,7 @@ class VerdictView:
     sentence: str = ""           # the verdict as one sentence, in the report's language
     when: str = ""               # the first cited line's time, when it has one
     facts: list[Fact] = field(default_factory=list)
+    next: object = None          # reports.next_view.NextView: what to do now
 
 
 def _lead(text: str, limit: int = MAX_LEAD_CHARS) -> tuple[str, str]:

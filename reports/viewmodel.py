@@ -93,7 +93,9 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
         evidence_folded=evidence[OPEN_EVIDENCE:],
         evidence_folded_label=i18n.fmt(t, "evidence_folded", n=len(evidence) - OPEN_EVIDENCE)
         if len(evidence) > OPEN_EVIDENCE else "",
-        evidence_intro=i18n.fmt(t, "evidence_intro", n=context),
+        # the notebook card has no sources list: its file names link nowhere, and it does not say they do
+        evidence_intro=i18n.fmt(t, "evidence_intro", n=context)
+        + ("" if fragment else ("" if lang == "zh" else " ") + t["evidence_links"]),
         evidence_more=i18n.fmt(t, "evidence_more", n=ev_more) if ev_more else "",
         timeline_fig=None, timeline_rows=[], timeline_axis="", timeline_notes=[], steps_fig=None, steps_rows=[],
         steps_phase="", gpu_fig=None, gpu_rows=[], gpu_note="", gpu_more="", stack_classes=[], stacks_more="",
@@ -111,6 +113,8 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
 
 def _verdict(analysis, t, lang: str = "en") -> VerdictView:
     from postmortem.verdict import advice
+    from postmortem.reports import translate
+    from postmortem.reports.next_view import next_view
     v = analysis.verdict
     if v is None:
         return VerdictView(present=False, words=t["no_input"], summary=t["no_input_text"], tone="unknown",
@@ -136,20 +140,20 @@ def _verdict(analysis, t, lang: str = "en") -> VerdictView:
     # a log's times carry no zone as a rule: they are shown as written (and ordered as if UTC)
     out.when = f"{when:%Y-%m-%d %H:%M:%S} {t['when_as_logged']}" if when is not None else ""
     out.facts = _facts(analysis, out, t, lang)
+    out.next = next_view(v, lang)
     if root:
-        adv = advice.advise(analysis.finding_list, analysis.ranks, analysis.tables.steps)
         why_en = v.why or advice.tidy(root.explanation)
         fix_en = v.fix or root.remediation
         if lang == "en":
             out.explanation, out.explanation_more = _lead(why_en)
             out.remediation, out.remediation_more = _lead(fix_en)
         else:
-            zh_why = advice.why_zh(adv, root, analysis.ranks, analysis.tables.steps) if lang == "zh" else ""
+            # translated sentence by sentence from the English, so that both name the same facts
+            zh_why, zh_fix = translate.verdict_zh(why_en, fix_en) if lang == "zh" else ("", "")
             if zh_why:
                 out.explanation, out.explanation_lang, out.explanation_en = zh_why, t["html_lang"], why_en
             else:
                 out.explanation, out.explanation_more = _lead(why_en)
-            zh_fix = advice.verdict_fix(adv, lang)
             if zh_fix:
                 out.remediation, out.remediation_lang, out.remediation_en = zh_fix, t["html_lang"], fix_en
             else:
@@ -206,8 +210,9 @@ def _finding(f, t, anchors, lang: str = "en", root=None) -> FindingRow:
                      evidence=ev)
     if lang != "en":
         row.title, row.title_lang = sentence(f, lang), t["html_lang"]
-        fix = advice.finding_fix(f, lang)
-        if fix:
+        from postmortem.reports.translate import to_zh
+        fix, done, _ = to_zh(f.remediation) if lang == "zh" else ("", 0, 0)
+        if done:
             row.remediation, row.fix_lang = fix, t["html_lang"]
     return row
 

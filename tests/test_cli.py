@@ -32,10 +32,10 @@ def test_json_contract_keys_and_agreement_with_text(capsys):
     data = json.loads(capsys.readouterr().out)
     assert set(data) == {"schema_version", "input", "world_size", "world_size_inferred", "ranks_seen", "verdict",
                          "findings", "evidence_gaps", "sources"}
-    # the documented keys, plus `why` and `fix` (added for issue 26) and `reason` (issue 30: what ended a
-    # job_stopped job): additive, the same schema version
+    # the documented keys, plus `why` and `fix` (added for issue 26), `reason` (issue 30: what ended a
+    # job_stopped job) and `next` (issue 33: what to do now): additive, the same schema version
     assert set(data["verdict"]) == {"category", "phase", "rule", "confidence", "culprit_ranks", "step", "summary",
-                                    "why", "fix", "reason"}
+                                    "why", "fix", "reason", "next"}
     f = data["findings"][0]
     assert set(f) == {"rule", "category", "phase", "reason", "confidence", "severity", "title", "culprit_ranks",
                       "affected_ranks", "step", "explanation", "remediation", "cascade_of", "evidence"}
@@ -140,6 +140,16 @@ def _tree(root):
     return logs
 
 
+def _verdict_at(verdict: dict, prefix: str) -> dict:
+    """The verdict with the sources its next action cites named as from one folder up (`prefix` + source): the
+    same evidence, read from an archive or a parent folder, is named from there."""
+    v = json.loads(json.dumps(verdict))
+    for e in (v.get("next") or {}).get("evidence") or []:
+        if e.get("source"):
+            e["source"] = prefix + e["source"]
+    return v
+
+
 def test_archives_are_read_in_place_with_the_folders_verdict(tmp_path):
     import tarfile
     import zipfile
@@ -156,7 +166,7 @@ def test_archives_are_read_in_place_with_the_folders_verdict(tmp_path):
         r = _run("analyze", str(arc), "--format", "json")
         assert r.returncode == 0, r.stderr
         got = json.loads(r.stdout)
-        assert got["verdict"] == folder["verdict"]
+        assert got["verdict"] == _verdict_at(folder["verdict"], "logs/")
         assert sorted(s["source"] for s in got["sources"]) == sorted("logs/" + s["source"] for s in folder["sources"])
         assert got["input"] == str(arc)
 
@@ -243,13 +253,20 @@ def test_lang_zh_applies_to_the_text_report_too():
 
 
 def test_a_file_that_is_not_a_training_log_is_said_to_be_one(tmp_path):
+    """Nothing to judge (a passwd file, /etc/passwd itself): no verdict and no report in any format, exit 2 and one
+    line, as for an empty folder."""
     passwd = tmp_path / "passwd"
     passwd.write_text("root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n"
                       "bin:x:2:2:bin:/bin:/usr/sbin/nologin\n")
-    r = _run("analyze", str(passwd))
-    assert r.returncode == 0 and "looks like a training job's output" in " ".join(r.stdout.split())
-    data = json.loads(_run("analyze", str(passwd), "--format", "json").stdout)
-    assert data["verdict"]["confidence"] <= 0.1
+    for path in (str(passwd), "/etc/passwd"):
+        if not os.path.isfile(path):
+            continue
+        for fmt in ("text", "json", "html"):
+            out = tmp_path / f"r.{'txt' if fmt == 'text' else fmt}"
+            r = _run("analyze", path, "-o", str(out))
+            assert r.returncode == 2, (path, fmt, r.stdout, r.stderr)
+            assert r.stdout == "" and not out.exists()
+            assert len(r.stderr.strip().splitlines()) == 1 and "looks like a training job's output" in r.stderr
     # a real clean run is still a confident no-failure
     clean = json.loads(_run("analyze", os.path.join(ROOT, "samples", "clean_run", "logs"), "--format", "json").stdout)
     assert clean["verdict"]["category"] == "no_failure" and clean["verdict"]["confidence"] >= 0.8
@@ -265,7 +282,7 @@ def test_readme_configs_and_scripts_beside_the_logs_are_not_evidence(tmp_path):
     (folder / "config.yaml").write_text("train_batch_size: 16\nsample_batch_size: 64\n")
     whole = json.loads(_run("analyze", str(folder), "--format", "json").stdout)
     logs = json.loads(_run("analyze", str(folder / "logs"), "--format", "json").stdout)
-    assert whole["verdict"] == logs["verdict"] and whole["verdict"]["culprit_ranks"] == [3]
+    assert whole["verdict"] == _verdict_at(logs["verdict"], "logs/") and whole["verdict"]["culprit_ranks"] == [3]
     cited = {e["source"]: e["text"] for f in whole["findings"] for e in f["evidence"]}
     assert not any(s.startswith(("README", "make_sample")) for s in cited), cited
     assert all("batch_size" in t for s, t in cited.items() if s.startswith("config")), cited  # settings only

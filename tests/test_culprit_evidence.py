@@ -1,8 +1,8 @@
-"""Issue 31: the culprit from its own evidence, on real runs of the fault lab (benchmarks/lab/cases, torch 2.13 CPU,
-gloo): the library's named ranks (postmortem.ranks.named_ranks), the call-site divergence and the announced branch
-(postmortem.ranks.sequences), odd per-rank data counts under a size mismatch (postmortem.ranks.counts), the rank's own last
-words (postmortem.ranks.last_words), a DataLoader worker's own exception (postmortem.ranks.worker_errors). Each mechanism has a
-case where it must name the culprit and one where it must stay quiet."""
+"""Issue 31: the culprit from its own evidence, on real runs of the fault lab (benchmarks/lab/cases, torch 2.13
+CPU, gloo): the library's named ranks (ranks.named_ranks), the call-site divergence and the announced branch
+(ranks.sequences), odd per-rank data counts under a size mismatch (ranks.counts), the rank's own last words
+(ranks.last_words), a DataLoader worker's own exception (ranks.worker_errors). Each mechanism has a case where it
+must name the culprit and one where it must stay quiet."""
 from __future__ import annotations
 
 import os
@@ -13,6 +13,7 @@ import pytest
 
 import postmortem
 from postmortem.ranks import counts, last_words, named_ranks, sequences, worker_errors
+from postmortem.verdict.decide import LEND_STRENGTH
 from postmortem.verdict.findings import Evidence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -81,7 +82,7 @@ def test_mirrored_call_sites_alone_are_never_lent_to_another_finding():
     # two ranks, each at the other's branch of an if/else: the line order does not say which one diverged
     a = _analyze("barrier_skew__broadcast-vs-allreduce-spawn-2r-1")
     c = a.tables.meta["culprits"]
-    assert c.mechanism != "ahead-of-peers" or c.strength < postmortem.verdict.LEND_STRENGTH
+    assert c.mechanism != "ahead-of-peers" or c.strength < LEND_STRENGTH
     assert a.verdict.confidence < 0.8 or a.verdict.culprit_ranks == [1]
 
 
@@ -100,10 +101,6 @@ def test_two_ranks_have_no_odd_count():
     assert counts.odd_count(a.tables) is None
 
 
-def test_a_mismatch_whose_receiver_is_the_only_rank_named_names_no_one():
-    a = _analyze("barrier_skew__conditional-sync-torchrun-tee-3r-1")
-    assert a.verdict.culprit_ranks != [1]  # rank 1 only received the other collective's data and aborted
-    assert a.verdict.category == "barrier_skew" and a.verdict.confidence < 0.8
 
 
 # ---- the culprit's own last words

@@ -165,3 +165,34 @@ def test_product_on_the_subset_reaches_the_recorded_accuracy():
                   "evidence_gaps": list(a.evidence_gaps) if a.evidence_gaps is not None else []}
         right += judge_expect(expect, result)[0]
     assert right / len(SUBSET) >= LAB_SUBSET_ACCURACY
+
+
+def test_slurm_ended_the_job_stopped_cases():
+    # a job_stopped case (Slurm's time limit or scancel on a healthy run) and a hang that Slurm's time limit ended are
+    # labelled from Slurm's own record of the job (scontrol), not from the logs: TIMEOUT / CANCELLED must be there
+    seen = 0
+    for name in NAMES:
+        case = json.load(open(os.path.join(CASES, name, "case.json")))
+        want = case["params"].get("stop_state")
+        if not want:
+            continue
+        seen += 1
+        states = [e.get("state") for e in case["observed"]["events"] if e["event"] == "slurm_job"]
+        assert want in states, (name, states)
+        if case["class"] == "job_stopped":
+            assert case["expect"] == {"categories": ["job_stopped"], "culprit_ranks": []}, name
+            assert all(st["end"] == "none" and not st["faults"] for st in case["observed"]["ranks"].values()), name
+    assert seen == 0 or seen >= 8
+
+
+def test_verify_stopped_wants_slurms_state_and_no_rank_ending_itself():
+    m = {mm.name: mm for mm in registry.MECHS}["slurm-time-limit"]
+    p = {"stop_state": "TIMEOUT", "pg_timeout": 30}
+    ok = _obs({0: "none", 1: "none"}, rc=1)
+    ok["events"] = [{"event": "slurm_job", "state": "TIMEOUT"}]
+    assert m.verify(ok, p, [], "srun-label") is None
+    cancelled = dict(ok, events=[{"event": "slurm_job", "state": "CANCELLED"}])
+    assert m.verify(cancelled, p, [], "srun-label") is not None  # scancel is not the time limit
+    raised = _obs({0: "none", 1: "exception:RuntimeError"}, rc=1)
+    raised["events"] = ok["events"]
+    assert m.verify(raised, p, [], "srun-label") is not None  # a rank ended by itself: not a healthy job cut

@@ -1,5 +1,5 @@
-"""postmortem.ranks.nonfinite: the rank whose own loss turned non-finite first, by step (the others get NaN through DDP's
-all-reduce one step later), from loss lines as real logs print them."""
+"""postmortem.ranks.nonfinite: the rank whose own loss turned non-finite first, by step (the others get NaN
+through DDP's all-reduce one step later), from loss lines as real logs print them."""
 from __future__ import annotations
 
 from types import SimpleNamespace

@@ -307,7 +307,13 @@ def test_100000_tiny_files_are_all_listed(tmp_path):
     # Creating 100,000 files is disk-bound: use RAM-backed /dev/shm where there is one.
     shm = "/dev/shm"
     base = tempfile.mkdtemp(prefix="pm-many-", dir=shm) if os.access(shm, os.W_OK) else str(tmp_path)
-    root = Path(base) / "many"
+    try:
+        _many_files(Path(base) / "many")
+    finally:  # removed whether the test passes or fails (it is outside the session's temporary folder)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _many_files(root: Path) -> None:
     root.mkdir()
     n = 0
     for d in range(100):
@@ -324,7 +330,6 @@ def test_100000_tiny_files_are_all_listed(tmp_path):
     assert len({s.source for s in sources}) == 100_000
     assert not [s for s in sources if s.problem]
     assert sum(1 for s in sources if s.rank is not None) == 100_000
-    shutil.rmtree(base)
 
 
 def test_500_deep_directories(tmp_path):

@@ -25,7 +25,7 @@ def test_generic_step_search_equals_the_regex(line):
 def test_tqdm_row_reads_loss_rate_and_phase():
     row = steps.parse_step(_LINES[20])
     assert row == {"step": 15980, "total": 225000, "phase": "train", "desc": "Steps", "loss": 0.655,
-                   "step_time": 1 / 1.80}
+                   "step_time": 1 / 1.80, "elapsed_s": 8884.0}  # tqdm's [2:28:04<...]
     assert steps.parse_step(_LINES[21])["phase"] == "eval" and "loss" not in steps.parse_step(_LINES[21])
     assert steps.parse_step(_LINES[22])["loss"] == 1.0 and steps.parse_step(_LINES[22])["step_time"] == 2.5
     assert steps.parse_step(_LINES[23])["loss"] == 3.0  # the long s still reads as a loss key (case-insensitive)

@@ -11,8 +11,9 @@ GENERIC = ["torchrun-tee", "torchrun-console", "torchrun-redirects", "spawn", "s
            "collect", "torchrun-restarts"]
 CATEGORIES = {"gpu_oom", "host_oom", "dataloader_failure", "barrier_skew", "straggler", "logging_blocking",
               "checkpoint_corruption", "nccl_error", "gpu_hardware", "nan_inf", "ddp_usage_error", "rank_crash",
-              "collective_timeout", "no_failure", "unknown"}
-STYLE = {"spawn": "logging", "jsonl": "jsonl"}
+              "collective_timeout", "no_failure", "unknown", "job_stopped"}
+STYLE = {"spawn": "logging", "jsonl": "jsonl", "loguru": "loguru", "structlog-json": "structlog-json",
+         "structlog-console": "structlog-console", "absl": "absl"}
 
 
 @dataclasses.dataclass
@@ -21,7 +22,7 @@ class Mech:
     script: str
     cls: str
     categories: tuple[str, ...]
-    check: str                      # exception | silent | hang | alike | clean | oomkill
+    check: str                      # exception | silent | hang | alike | clean | oomkill | stopped
     root: str                       # root-cause template: {c} culprits, {step}, {ws}, {others}, {p[...]}
     launchers: list[str] = dataclasses.field(default_factory=lambda: ["torchrun-tee", "torchrun-console", "slurm"])
     per_launcher: int = 1
@@ -66,6 +67,7 @@ class Mech:
             p["fr"] = rng.random() < 0.5  # the job enables the flight recorder and dumps it from a watchdog thread
         if self.extra:
             p.update(self.extra(rng, ws, launcher))
+        p.update(launcher_draw(rng, launcher, ws))
         return p
 
     def culprits(self, p: dict, ws: int) -> list[int]:
@@ -114,6 +116,8 @@ class Mech:
             return f"not clean: rc={obs['rc']} ends={[st['end'] for st in ranks.values()]}"
         if not failed:
             return f"job succeeded (rc={obs['rc']})"
+        if self.check == "stopped":
+            return verify_stopped(obs, p)
         if self.check == "alike":
             ends = {st["end"] for st in ranks.values()}
             return None if ends == {f"exception:{self.exc}"} else f"ends {ends}"
@@ -150,8 +154,34 @@ class Mech:
             need = p.get("min_hang", 0.7 * p["pg_timeout"])
             if obs["hang_s"] is None or obs["hang_s"] < need:
                 return f"did not hang: job ended {obs['hang_s']} s after the fault (< {need:.0f})"
+            if p.get("stop_state") and p["stop_state"] not in [e.get("state") for e in obs["events"]
+                                                              if e["event"] == "slurm_job"]:
+                return f"Slurm did not end the hung job with {p['stop_state']}"
             return None
         return f"unknown check {self.check}"
+
+
+def launcher_draw(rng: random.Random, launcher: str, ws: int) -> dict:
+    """The launcher's own drawn params (launchers/cluster.py), imported late: mechs is imported without the package."""
+    import launchers.cluster as cl  # noqa: PLC0415
+    return cl.draw(rng, launcher, ws)
+
+
+def verify_stopped(obs: dict, p: dict) -> str | None:
+    """job_stopped: a healthy job that the scheduler ended (time limit or scancel): no fault anywhere, no rank raised,
+    and Slurm's record says TIMEOUT (time limit) or CANCELLED (scancel), as the mechanism wants."""
+    if any(st["faults"] for st in obs["ranks"].values()):
+        return "a fault record in a job that should be healthy"
+    raised = [r for r, st in obs["ranks"].items() if st["end"].startswith("exception") or st["end"] == "ok"]
+    if raised:
+        return f"ranks {raised} ended by themselves before the scheduler stopped the job"
+    want = p.get("stop_state", "TIMEOUT")
+    states = [e.get("state") for e in obs["events"] if e["event"] == "slurm_job"]
+    if want not in states:
+        return f"Slurm says {states}, want {want}"
+    if obs["harness_killed"]:
+        return "the harness's time limit came first"
+    return None
 
 
 MECHS: list[Mech] = []

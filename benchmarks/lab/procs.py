@@ -16,8 +16,8 @@ def _stat(pid: int) -> tuple[int, int] | None:
     return int(rest[1]), int(rest[19])
 
 
-def descendants(root: int) -> dict[int, int]:
-    """pid -> starttime of root and every process below it."""
+def descendants(*roots: int) -> dict[int, int]:
+    """pid -> starttime of the roots and every process below them."""
     kids: dict[int, list[int]] = {}
     start: dict[int, int] = {}
     for name in os.listdir("/proc"):
@@ -26,7 +26,7 @@ def descendants(root: int) -> dict[int, int]:
             if st:
                 kids.setdefault(st[0], []).append(int(name))
                 start[int(name)] = st[1]
-    out, todo = {}, [root]
+    out, todo = {}, list(roots)
     while todo:
         p = todo.pop()
         if p in start:

@@ -356,12 +356,6 @@ _M += [
          root="Ranks are paired in sub-groups for a head's gradients; at step {step} rank {c} logs that it skips the "
               "head loss and skips its pair's all_reduce: its partner waits in the pair's all_reduce, everyone else "
               "in the world all_reduce, until the {p[pg_timeout]} s timeout."),
-    dict(name="conditional-sync", script="conditional_sync.py", cls="barrier_skew", categories=("barrier_skew",),
-         check="failed", ws=(3, 4, 4, 5), params=HANG,
-         launchers=["torchrun-tee", "slurm", "torchrun-console", "jsonl"],
-         root="Validation all_reduces a rare-class recall only on ranks whose batch held a rare example; at step "
-              "{step} rank {c}'s did not, so it skips that all_reduce and enters the next one (an int64 flag) while "
-              "ranks {others} reduce the recall: the collectives do not match."),
 ]
 
 # launchers some mechanisms ran under before the rotation took its present form: kept in the plan (--redo finds them)
@@ -373,3 +367,73 @@ for _k, _d in enumerate(_M):
     _d.setdefault("launchers", rot(_k))
     _d["launchers"] = _d["launchers"] + [x for x in EXTRA.get(_d["name"], []) if x not in _d["launchers"]]
     MECHS.append(Mech(**_d))
+
+# ---- issue 30: new launcher and log shapes (launchers/cluster.py) ----
+# each new shape runs one mechanism of every class, rotating through each class's mechanisms so the shapes together
+# cover most of them; stdout-pipe-full where the shape's stdout is a pipe a launcher reads
+NEW_SHAPES = ["srun-label", "sbatch-pertask", "mpirun-tagged", "mpirun-plain", "torchrun-multinode", "k8s-pods",
+              "loguru", "structlog-json", "structlog-console", "absl"]
+_BY_CLASS = [
+    ["keyerror-bad-record", "os-exit", "segfault-ctypes", "abort", "target-out-of-bounds", "valueerror-rank-branch"],
+    ["watchdog-sigkill", "torch-alloc-fail", "numpy-memoryerror"],
+    ["dl-worker-raises", "dl-worker-oomkill", "dl-worker-timeout", "dl-worker-segfault"],
+    ["uneven-shards", "rank0-only-allgather", "skip-empty-batch", "early-stop-unsynced", "rank0-only-barrier",
+     "broadcast-vs-allreduce"],
+    ["long-eval", "slow-data-prep", "fifo-block", "slow-ckpt-write", "queue-dead-producer"],
+    ["truncated-resume-rank0", "ckpt-read-while-write", "incomplete-ckpt-dir", "truncated-resume"],
+    ["nan-check-raises", "anomaly-detect", "nan-skip-desync", "loss-scale-collapse"],
+    ["ddp-unused-params", "ddp-param-mismatch", "ddp-mark-ready-twice"],
+    ["max-steps", "oom-probe-recover", "early-stopping", "loss-scale-recovers", "store-retry-clean"],
+]
+_PIPE = ["srun-label", "mpirun-tagged", "k8s-pods"]
+_by_name = {m.name: m for m in MECHS}
+for _k, _shape in enumerate(NEW_SHAPES):
+    _names = [cls[_k % len(cls)] for cls in _BY_CLASS] + (["stdout-pipe-full"] if _shape in _PIPE else [])
+    for _n in _names:
+        if _shape not in _by_name[_n].launchers:
+            _by_name[_n].launchers.append(_shape)
+
+# Ray Train and the notebook: one mechanism of most classes each (the memory-watchdog ones stay off Ray, whose
+# own processes the watchdog would also watch)
+for _shape, _names in {
+    "ray-train": ["keyerror-bad-record", "os-exit", "torch-alloc-fail", "dl-worker-raises", "uneven-shards",
+                  "long-eval", "nan-check-raises", "ddp-unused-params", "max-steps"],
+    "deepspeed": ["valueerror-rank-branch", "watchdog-sigkill", "dl-worker-segfault", "skip-empty-batch",
+                  "fifo-block", "ckpt-read-while-write", "loss-scale-collapse", "ddp-param-mismatch",
+                  "oom-probe-recover"],
+    "notebook": ["target-out-of-bounds", "segfault-ctypes", "numpy-memoryerror", "dl-worker-timeout",
+                 "rank0-only-allgather", "slow-ckpt-write", "anomaly-detect", "ddp-mark-ready-twice",
+                 "early-stopping"],
+}.items():
+    for _n in _names:
+        if _shape not in _by_name[_n].launchers:
+            _by_name[_n].launchers.append(_shape)
+
+# job_stopped (Slurm ends a job): a healthy run cut by its --time limit or by scancel; and hangs that Slurm's time
+# limit ends before the process group's timeout does (the hang is the cause: a long pg timeout, no gloo error)
+_SL = ["srun-label", "sbatch-pertask"]
+_STOP = dict(script="long_healthy.py", cls="job_stopped", categories=("job_stopped",), check="stopped",
+             culprit="none", launchers=list(_SL), per_launcher=2, steps=(1, 1), total=100000, ws=(2, 3, 4))
+_LATE = {"pg_timeouts": [300], "slurm_time": 1, "stop_state": "TIMEOUT", "min_hang": 20, "limit": 210}
+for _d in [
+    dict(name="slurm-time-limit", params={"slurm_time": 1, "stop_state": "TIMEOUT", "limit": 210},
+         extra=lambda rng, ws, l: {"sleep": round(rng.uniform(0.3, 0.5), 2)},
+         root="A healthy run planned for {p[steps]} steps under a 1-minute Slurm --time limit: every rank trains "
+              "normally until slurmstepd cancels the job DUE TO TIME LIMIT (SIGTERM, then SIGKILL).", **_STOP),
+    dict(name="slurm-scancel", params={"slurm_time": 10, "stop_state": "CANCELLED", "limit": 150},
+         extra=lambda rng, ws, l: {"sleep": round(rng.uniform(0.3, 0.5), 2), "scancel_after": rng.randint(8, 25)},
+         root="A healthy run that a user cancels with scancel {p[scancel_after]} s after every rank started: every rank "
+              "trains normally until Slurm signals the job.", **_STOP),
+    dict(name="long-eval-time-limit", script="long_eval.py", cls="straggler", categories=("straggler",),
+         check="hang", params=_LATE, launchers=list(_SL), steps=(3, 8), ws=(2, 3, 4),
+         root="At step {step} rank {c} evaluates its large local validation shard (no collective); ranks {others} "
+              "wait in the next gradient all_reduce under a 300 s process-group timeout, so nothing errors before "
+              "Slurm's 1-minute --time limit cancels the hung job."),
+    dict(name="uneven-shards-time-limit", script="uneven_shards.py", cls="barrier_skew",
+         categories=("barrier_skew",), check="hang", params=_LATE, launchers=list(_SL), steps=(3, 8), ws=(2, 3, 4),
+         root="Rank {c}'s contiguous shard holds {step} batches, the others {p[steps]}: rank {c} enters the final "
+              "dist.barrier() while ranks {others} are in the next gradient all_reduce; with a 300 s process-group "
+              "timeout nothing errors before Slurm's 1-minute --time limit cancels the hung job."),
+]:
+    MECHS.append(Mech(**_d))
+BY_NAME = {m.name: m for m in MECHS}

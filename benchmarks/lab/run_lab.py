@@ -6,7 +6,7 @@ usage: python benchmarks/lab/run_lab.py --all [-j 2]            # every planned 
        python benchmarks/lab/run_lab.py --list                   # the plan
        python benchmarks/lab/run_lab.py --coverage               # launcher x class counts of the committed cases
 
-Each run: a fresh job dir /tmp/labjobs/<id>/ (train.py + trainkit.py copied there, so tracebacks show a neutral
+Each run: a fresh job dir $LAB_JOBS_DIR/<id>/ (train.py + trainkit.py copied there, so tracebacks show a neutral
 path), the case folder under it, a side-channel dir the job writes outside the case folder. The harness watches
 the job (hard time limit, optional memory watchdog, py-spy dumps when the output stalls), then checks the side
 channel against what the mechanism was designed to do; a run that did not do it is discarded (logged in
@@ -20,6 +20,7 @@ import gzip
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -57,9 +58,10 @@ def existing(m: mechs.Mech, launcher: str, i: int) -> str | None:
     """The committed case folder of this plan entry, if any."""
     if not os.path.isdir(CASES):
         return None
-    tail = f"__{m.name}-{launcher}-"
+    # exact: launcher names may extend one another (slurm / slurm-...), mechanism names too
+    pat = re.compile(rf"[a-z_]+__{re.escape(m.name)}-{re.escape(launcher)}-\d+r-{i}")
     for d in os.listdir(CASES):
-        if tail in d and d.endswith(f"r-{i}"):
+        if pat.fullmatch(d):
             return d
     return None
 
@@ -172,7 +174,8 @@ class Job:
         """Launch, watch, end; returns the harness observations."""
         script = os.path.join(self.work, "train.py")
         shutil.copy(os.path.join(HERE, "mechanisms", self.m.script), script)
-        shutil.copy(os.path.join(HERE, "mechanisms", "trainkit.py"), os.path.join(self.work, "trainkit.py"))
+        for helper in ("trainkit.py", "logstyles.py"):
+            shutil.copy(os.path.join(HERE, "mechanisms", helper), os.path.join(self.work, helper))
         if self.m.prepare:
             subprocess.run([launchers.PY, os.path.join(HERE, "mechanisms", self.m.prepare), self.work],
                            env=self.env({}), cwd=self.work, check=True, capture_output=True, timeout=120)
@@ -191,6 +194,11 @@ class Job:
             time.sleep(0.2)
             now = time.time()
             self.seen.update(procs.descendants(proc.pid))
+            if self.launcher in launchers.cluster.DETACHED:  # ranks started by slurmstepd, not by our child
+                self.follow_detached(now)
+            if self.p.get("scancel_after") and self.due_for_cancel(now):
+                self.events.extend(dict(e, t=now) for e in launchers.cluster.cancel(self.launcher, self.case))
+                self._cancelled = True
             if wd:
                 self.memory_watchdog(wd)
             if self.p.get("pyspy") and not dumped and self.launcher != "collect":
@@ -214,8 +222,28 @@ class Job:
             self.events.append({"t": time.time(), "event": "killed_leftovers", "pids": left})
         rc = proc.wait()
         out.close()
+        self.events.extend(dict(e, t=time.time()) for e in launchers.cluster.finish(self.launcher, self.case))
+        if self.launcher in launchers.cluster.DETACHED:  # what the scheduler's cancel left (none, normally)
+            time.sleep(1)
+            left = procs.kill_all(self.seen, signal.SIGKILL)
+            if left:
+                self.events.append({"t": time.time(), "event": "killed_leftovers", "pids": left})
         return {"rc": rc, "harness_killed": killed, "duration": round(time.time() - t0, 1), "t0": t0,
                 "t_end": time.time(), "events": self.events}
+
+    def follow_detached(self, now: float) -> None:
+        """Add the ranks (and their children) that the side channel names to the processes the harness watches."""
+        if now - getattr(self, "_followed", 0) < 1.0:
+            return
+        self._followed = now
+        self.seen.update(procs.descendants(*self.rank_pids().values()))
+
+    def due_for_cancel(self, now: float) -> bool:
+        """A user's scancel: once every rank is up and `scancel_after` seconds have passed since the last start."""
+        if getattr(self, "_cancelled", False):
+            return False
+        starts = [r["t"] for r in read_side(self.side) if r["event"] == "start"]
+        return len(starts) >= self.ws and now - max(starts) > self.p["scancel_after"]
 
     def memory_watchdog(self, limit_mb: float) -> None:
         """SIGKILL any process of the job whose RSS passes limit_mb, as the kernel OOM killer or k8s would."""
@@ -383,8 +411,8 @@ def table() -> int:
     print("| mechanism | script | class | categories accepted | culprit | fault / near miss | check | launchers run |")
     print("|---|---|---|---|---|---|---|---|")
     for m in registry.MECHS:
-        cul = "[] (nothing failed)" if m.check == "clean" else rule[m.culprit]
-        kind = "near miss" if m.check == "clean" else "fault"
+        cul = "[] (nothing failed)" if m.check in ("clean", "stopped") else rule[m.culprit]
+        kind = {"clean": "near miss", "stopped": "scheduler stop"}.get(m.check, "fault")
         print(f"| {m.name} | {m.script} | {m.cls} | {', '.join(m.categories)} | {cul} | {kind} | {m.check} | "
               f"{', '.join(sorted(ran.get(m.name, []))) or '-'} |")
     return 0

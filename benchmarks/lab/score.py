@@ -1,5 +1,6 @@
 """Score the product on the fault lab (and the shared sets): a mechanism x launcher table, then a reliability table
-(confidence bucket -> share right) over the lab, /work/shared/corpus and /work/shared/realruns.
+(confidence bucket -> share right) over the lab and the shared corpus and re-runs (the folders corpus/ and
+realruns/ of $LAB_SHARED).
 
 usage: python benchmarks/lab/score.py [--postmortem CMD] [-j N] [--sets lab corpus realruns] [--misses] [--json F]
 The rule is shared/tools/score_corpus.py's (copied in `judge_expect`): right when verdict.category is in

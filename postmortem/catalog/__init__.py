@@ -75,8 +75,18 @@ def families() -> tuple[Family, ...]:
         flags = re.I if "i" in f.get("flags", "") else 0
         out.append(Family(f["id"], f["category"], f["role"], tuple(f["implies"]), f["pattern"], f["description"],
                           tuple(f["needs"]), f.get("libraries", {}), f.get("external"),
-                          re.compile(f["pattern"], flags)))
+                          _searcher(f["pattern"], flags)))
     return tuple(out)
+
+
+def _searcher(pattern: str, flags: int):
+    """A family's pattern as family_of asks it (does it match?), searched in time linear in the line where its shape
+    allows (`A[^\\n]*B` from every A was quadratic), else compiled as it is."""
+    from postmortem.parsers.linear_regex import LinearSearch, NotLinear
+    try:
+        return LinearSearch([(pattern, bool(flags & re.I))], re.compile, flags & ~re.I)
+    except NotLinear:
+        return re.compile(pattern, flags)
 
 
 @functools.lru_cache(maxsize=1)
@@ -273,7 +283,9 @@ _CLASS_RULES: list[tuple[frozenset[str], tuple[str, str, tuple[str, ...], str]]]
                                         "interrupted by SIGINT (Ctrl-C, or forwarded by the launcher)")),
     (frozenset({"SignalException", "SIGTERMException"}),
      ("rank_crash", "consequence", ("launcher_terminated",), "the process was told to stop by a signal")),
-    (frozenset({"ChildFailedError", "ProcessExitedException", "ProcessRaisedException", "CalledProcessError"}),
+    # (Ray Train's driver re-raises a worker's failure: v2 WorkerGroupError, v1 TrainingFailedError)
+    (frozenset({"ChildFailedError", "ProcessExitedException", "ProcessRaisedException", "CalledProcessError",
+                "WorkerGroupError", "TrainingFailedError"}),
      ("rank_crash", "consequence", ("launcher_summary",), "a launcher reporting that a child process failed")),
     (frozenset({"DeadlockDetectedException"}),
      ("rank_crash", "consequence", ("peer_gone",), "Lightning stopping every rank after another rank raised")),

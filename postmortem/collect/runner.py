@@ -14,11 +14,12 @@ from typing import BinaryIO, Sequence
 
 from postmortem.collect import env as env_mod
 from postmortem.collect import manifest as manifest_mod
+from postmortem.collect import stall as stall_mod
 from postmortem.collect import system
 from postmortem.collect.tee import Activity, Tee, binary_stream
 from postmortem.collect.watchdog import StallWatchdog, find_pyspy
 
-DEFAULT_STALL_AFTER = 300.0   # below the 600 s NCCL default timeout, so stacks are taken while the job still hangs
+DEFAULT_STALL_AFTER = None    # "auto": the delay follows the job's timeout and output rhythm (collect/stall.py)
 DEFAULT_SMI_INTERVAL = 10.0
 DRAIN_TIMEOUT_S = 5.0         # after the job exits, a leftover grandchild may hold the pipes open
 WATCHDOG_JOIN_S = 60.0        # a dump in progress when the job ends is allowed to finish
@@ -69,7 +70,7 @@ def is_lead_task(environ: dict[str, str]) -> bool:
     return True
 
 
-def collect(command: Sequence[str], out: str, stall_after: float = DEFAULT_STALL_AFTER,
+def collect(command: Sequence[str], out: str, stall_after: float | None = DEFAULT_STALL_AFTER,
             smi_interval: float = DEFAULT_SMI_INTERVAL, analyze: bool = True, node: str | None = None,
             py_spy: str | None = None, quiet: bool = False, stdout: BinaryIO | None = None,
             stderr: BinaryIO | None = None, environ: dict[str, str] | None = None) -> int:
@@ -137,8 +138,15 @@ class _Collector:
         self.record: dict = {"command": command, "node": node, "host": socket.gethostname(), "node_dir": self.node_dir,
                              "started": system.utc_now_iso(), "env_added": added,
                              "env_kept": sorted(k for k in EVIDENCE_VARS if k in base_env),
-                             "stall_after_s": stall_after, "py_spy": self.pyspy, "stall_dumps": [], "missing": [],
+                             "stall_after_s": stall_after if stall_after is not None else stall_mod.AUTO,
+                             "py_spy": self.pyspy, "stall_dumps": [], "missing": [],
                              "signals_forwarded": []}
+        timeout, where = stall_mod.stated_timeout(command, base_env)
+        self.stall_cap = stall_mod.cap_for(timeout)
+        if stall_after is None:
+            self.record["stall_policy"] = {
+                "cap_s": self.stall_cap, "floor_s": stall_mod.FLOOR,
+                "timeout_s": timeout, "timeout_from": where or "not stated; the cap is below NCCL's 600 s default"}
         self.proc: subprocess.Popen | None = None
         self.dog: StallWatchdog | None = None
         self.pending: list[int] = []
@@ -231,7 +239,8 @@ class _Collector:
                                      "left to the node's first task" if self.smi is None else
                                      self.smi.error or "nvidia-smi not found")
         self.dog = StallWatchdog(self.proc.pid, activity, self.stall_after, os.path.join(self.node_dir, "pyspy"),
-                                 self.pyspy, self.smi.exe if smi_on else None, self._on_dump, self.base_env)
+                                 self.pyspy, self.smi.exe if smi_on else None, self._on_dump, self.base_env,
+                                 cap=self.stall_cap, on_discard=self._on_discard)
         if self.usr1_early:
             self.dog.request()
         self.dog.start()
@@ -240,6 +249,8 @@ class _Collector:
         finally:
             self.dog.stop()
             self.dog.join(WATCHDOG_JOIN_S)
+            if "stall_policy" in self.record:  # the silence that counted as a stall when the job ended
+                self.record["stall_policy"]["threshold_s"] = round(self.dog.limit(), 1)
             # pid -> rank of every rank process seen while the job ran (the analyzer joins py-spy's `Process P` and
             # torchrun's `local_rank: N (pid: P)` to ranks with it)
             self.record["processes"] = self.dog.census.records()
@@ -259,6 +270,16 @@ class _Collector:
         if rec["failed"]:
             msg += f"; {len(rec['failed'])} failed ({rec['failed'][0].get('error')})"
         self.notes.say(msg)
+
+    def _on_discard(self, rec: dict) -> None:
+        """An early dump of a pause the job came out of was removed: the manifest says so instead of listing it."""
+        rel = os.path.relpath(rec.get("dir") or self.node_dir, self.node_dir)
+        kept = [d for d in self.record["stall_dumps"] if d.get("dir") != rel]
+        if len(kept) < len(self.record["stall_dumps"]):
+            self.record["stall_dumps"] = kept
+            self.record.setdefault("stall_dumps_discarded", []).append(
+                {"at": rec.get("at"), "why": "the job printed again and went on: a pause, not a hang"})
+        self.notes.say(f"the job went on after the stall at {rec.get('at')}: its dumps were removed")
 
     def _kernel_log(self, start_epoch: float, start_uptime: float | None) -> None:
         klog, how = system.kernel_log_since(start_epoch, start_uptime)

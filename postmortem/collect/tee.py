@@ -16,12 +16,17 @@ class Activity:
     """When the job last wrote anything (monotonic seconds); written by tee threads, read by the watchdog."""
 
     def __init__(self) -> None:
+        from postmortem.collect.stall import Rhythm
         self.last = time.monotonic()
         self.bytes = 0
+        self.rhythm = Rhythm()   # the silences between output chunks, once the job has printed
 
     def touch(self, n: int) -> None:
         """Record `n` bytes of output now."""
-        self.last = time.monotonic()
+        now = time.monotonic()
+        if self.bytes:
+            self.rhythm.add(now - self.last)
+        self.last = now
         self.bytes += n
 
 

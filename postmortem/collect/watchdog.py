@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from postmortem.collect import procs as procs_mod
+from postmortem.collect import stall
 from postmortem.collect.system import smi_snapshot
 from postmortem.collect.tee import Activity
 
@@ -102,13 +103,21 @@ def stall_reason(now: float, last_output: float, has_output: bool, stall_after: 
 
 
 class StallWatchdog(threading.Thread):
-    """Polls the job's output activity; dumps once when it has been quiet for `stall_after` s, and on request."""
+    """Polls the job's output activity; dumps once when it has been quiet for `stall_after` s (None: the delay
+    follows the job, postmortem.collect.stall, at most `cap` s), and on request."""
 
-    def __init__(self, root_pid: int, activity: Activity, stall_after: float, pyspy_dir: str,
+    def __init__(self, root_pid: int, activity: Activity, stall_after: float | None, pyspy_dir: str,
                  pyspy: str | None, smi: str | None, on_dump: Callable[[dict], None],
-                 collector_env: dict[str, str] | None = None):
+                 collector_env: dict[str, str] | None = None, cap: float | None = None,
+                 on_discard: Callable[[dict], None] | None = None):
         super().__init__(name="postmortem-watchdog", daemon=True)
-        self.root_pid, self.activity, self.stall_after = root_pid, activity, float(stall_after)
+        self.root_pid, self.activity = root_pid, activity
+        self.auto = stall_after is None
+        self.cap = float(cap if cap is not None else stall.DEFAULT_CAP)
+        self.stall_after = self.cap if stall_after is None else float(stall_after)
+        self.on_discard = on_discard
+        self.early: list[tuple[float, float, dict]] = []   # (taken at, its threshold, record) of early dumps
+        self.floor = stall.FLOOR   # the least silence that counts as a stall; rises past each pause that recovered
         self.pyspy_dir, self.pyspy, self.smi, self.on_dump = pyspy_dir, pyspy, smi, on_dump
         self.collector_env = collector_env
         self.requested = False       # set from the SIGUSR1 handler: a plain flag, no locks in signal context
@@ -134,11 +143,33 @@ class StallWatchdog(threading.Thread):
                 self._dump("requested (SIGUSR1 to the collector)")
                 continue
             last = self.activity.last
-            reason = stall_reason(time.monotonic(), last, self.activity.bytes > 0, self.stall_after,
-                                  self._dumped_at_activity)
+            limit = self.limit()
+            reason = stall_reason(time.monotonic(), last, self.activity.bytes > 0, limit, self._dumped_at_activity)
             if reason:
                 self._dumped_at_activity = last
-                self._dump(reason)
+                self._dump(reason, early=self.auto and limit < self.cap, limit=limit)
+            self._prune()
+
+    def limit(self) -> float:
+        """The silence that counts as a stall now (fixed, or following the job's rhythm within the cap)."""
+        if not self.auto:
+            return self.stall_after
+        return stall.threshold(self.activity.rhythm.usual(), self.cap, self.floor)
+
+    def _prune(self) -> None:
+        """Remove early dumps of pauses the job came out of: it printed again and ran on for a while after them."""
+        now = time.monotonic()
+        keep = []
+        for taken, limit, record in self.early:
+            if self.activity.last > taken and now - taken >= max(stall.RECOVERED_AFTER, 3 * limit):
+                if record.get("dir"):
+                    shutil.rmtree(record["dir"], ignore_errors=True)
+                self.floor = max(self.floor, 2 * limit)  # the job can be this quiet and go on: not a stall next time
+                if self.on_discard is not None:
+                    self.on_discard(record)
+            else:
+                keep.append((taken, limit, record))
+        self.early = keep
 
     def _census_due(self) -> None:
         """Look for the job's ranks at CENSUS_AT_S after the start, then every CENSUS_EVERY_S."""
@@ -156,12 +187,15 @@ class StallWatchdog(threading.Thread):
         except OSError:
             pass
 
-    def _dump(self, reason: str) -> None:
+    def _dump(self, reason: str, early: bool = False, limit: float | None = None) -> None:
         self.look()
         try:
             record = take_dumps(self.root_pid, self.pyspy_dir, reason, self.pyspy, self.smi, self.collector_env)
         except OSError as exc:
             record = {"at": None, "reason": reason, "error": str(exc), "dumped": [], "failed": []}
+        if early:
+            record["early"] = True
+            self.early.append((time.monotonic(), float(limit or 0.0), record))
         self.on_dump(record)
 
 

@@ -52,6 +52,26 @@ def _boundaries(tables) -> dict[str, list[int]]:
 
 def first_attempt(tables):
     """(tables of the first attempt, Attempts). Without restarts: the tables themselves."""
+    split = _split(tables)
+    if split is None:
+        return tables, Attempts()
+    count, _, _, later = split
+    return attempt_view(tables, 0, split), Attempts(count, later)
+
+
+def attempt_views(tables, limit: int = 4) -> list:
+    """The tables of each attempt, first to last (at most `limit`: the first ones and the last); [tables] without
+    restarts."""
+    split = _split(tables)
+    if split is None:
+        return [tables]
+    count = split[0]
+    wanted = sorted(set(list(range(min(count, limit - 1))) + [count - 1]))
+    return [attempt_view(tables, k, split) for k in wanted]
+
+
+def _split(tables):
+    """(attempt count, source -> attempt index, console -> failure lines, later ends) or None without restarts."""
     bounds = _boundaries(tables)
     src_attempt = {}
     for s in tables.sources["source"].tolist():
@@ -62,17 +82,30 @@ def first_attempt(tables):
     consoles = {s: b for s, b in bounds.items() if len(b) >= 2}
     count = max(len(dirs), max((len(b) for b in consoles.values()), default=1))
     if count < 2:
-        return tables, Attempts()
-    first = dirs[0] if dirs else 0
-    later = _later_ends(tables, consoles)
+        return None
+    index = {a: i for i, a in enumerate(dirs)}
+    return count, {s: index[a] for s, a in src_attempt.items()}, consoles, _later_ends(tables, consoles)
+
+
+def attempt_view(tables, k: int, split=None):
+    """The tables of attempt `k` (0-based): per-attempt files of that attempt, a console's lines after its k-th
+    failure line up to its (k+1)-th (the last attempt keeps what follows), and every row of other files."""
+    split = split or _split(tables)
+    if split is None:
+        return tables
+    count, src_attempt, consoles, _ = split
 
     def keep_mask(df: pd.DataFrame) -> pd.Series:
         keep = []
         for s, line in zip(df["source"].tolist(), df["line"].tolist()):
             if s in src_attempt:
-                keep.append(src_attempt[s] == first)
+                keep.append(src_attempt[s] == k)
+            elif k > 0 and src_attempt:
+                # a later attempt from its own folders only: a console interleaves (and may reorder) every attempt
+                keep.append(False)
             elif s in consoles and line is not None and not pd.isna(line):
-                keep.append(bisect.bisect_left(consoles[s], int(line)) == 0)  # up to the first failure line
+                # up to and including the attempt's own failure line
+                keep.append(min(bisect.bisect_left(consoles[s], int(line)), count - 1) == k)
             else:
                 keep.append(True)
         return pd.Series(keep, index=df.index, dtype=bool)
@@ -84,8 +117,7 @@ def first_attempt(tables):
             frames[name] = df
         else:
             frames[name] = df[keep_mask(df)]
-    view = Tables(frames, dict(tables.meta))
-    return view, Attempts(count, later)
+    return Tables(frames, dict(tables.meta))
 
 
 def _later_ends(tables, consoles: dict[str, list[int]]) -> list[str]:

@@ -7,11 +7,11 @@ import re
 import stat
 from dataclasses import asdict, dataclass
 
-from postmortem.ingest import archive, textio
+from postmortem.ingest import archive, prose, textio
 from postmortem.ingest.textio import display_path  # noqa: F401 - re-exported (parsers and tests name it here)
 
 KINDS = ("rank_log", "json", "collect_manifest", "nccl_log", "pyspy", "pyspy_json", "nvidia_smi", "dmesg", "torchrun_error",
-         "flight_recorder", "host_memory", "stack_dump", "launch_config", "binary", "unknown")
+         "flight_recorder", "host_memory", "stack_dump", "launch_config", "notebook", "binary", "unknown")
 
 MAX_FILES = 1_000_000  # a guard against pathological trees; beyond it files are listed as skipped
 
@@ -31,6 +31,7 @@ class Source:
     bytes: int = 0
     problem: str | None = None     # set when the file is skipped
     exact_bytes: int | None = None  # its share of the job's exact budget (postmortem.parsers.prefilter.exact_shares)
+    every_step: bool = False        # keep a row for every step line (analyze(all_steps=True)), no thinning
 
     def to_dict(self) -> dict:
         """Plain dict (for pickling to worker processes and for JSON)."""
@@ -165,6 +166,8 @@ def sniff_kind(head: bytes, relpath: str, _stripped: bool = False) -> str:
     if _looks_binary(head):
         return "binary"
     stripped = head.lstrip()
+    if name.endswith(".ipynb") and stripped[:1] == b"{" and b'"cells"' in stripped[:65536]:
+        return "notebook"  # an executed notebook: its outputs are the run's console (parsers/notebook.py)
     if stripped[:1] in (b"{", b"["):
         kind = _sniff_json(stripped)
         if kind:
@@ -451,8 +454,9 @@ _NOT_EVIDENCE_NAME = re.compile(
     r"(?i)^(?:readme|license|licence|copying|changelog|changes|notice|authors|contributing|code_of_conduct|"
     r"dockerfile|makefile|containerfile|requirements[\w.-]*\.txt|pyproject\.toml|setup\.(?:py|cfg)|"
     r"environment\.ya?ml)(?:\.(?:md|markdown|rst|txt|adoc)(?:\.gz)?)?$|"
-    r"\.(?:md|markdown|rst|adoc|ipynb|py|pyi|pyx|ps1|bat|c|cc|cpp|cxx|h|hpp|cu|cuh|js|ts|java|go|"
+    r"\.(?:md|markdown|rst|adoc|py|pyi|pyx|ps1|bat|c|cc|cpp|cxx|h|hpp|cu|cuh|js|ts|java|go|"
     r"rs|rb|lua|r|jl|lock|gitignore|gitattributes|editorconfig)(?:\.gz)?$")
+# (.ipynb is not here: an executed notebook's outputs are the console of a run started from it; parsers/notebook.py)
 NOT_EVIDENCE_PROBLEM = "documentation or code beside the logs, not output of the run; not read"
 # The run's launch script and configuration: they state its settings (batch sizes, periods, the world size), which
 # the rules compare with what happened; read for those settings only, never for failures (a script can echo errors).
@@ -521,7 +525,9 @@ def _describe(full: str, rel: str, seen_files: dict) -> Source:
         src.kind = sniff_kind(head, rel)
     except RecursionError:
         src.kind = "json"
-    if src.kind == "binary":
+    if src.kind == "rank_log" and prose.looks_like_prose(head):  # a write-up beside the logs quotes, never shows
+        src.problem = prose.PROBLEM
+    elif src.kind == "binary":
         src.problem = "binary content (not a log, dump or JSON file); not parsed"
     elif src.kind == "json":
         src.problem = "JSON document of an unrecognised shape (not a log, py-spy, error or flight-recorder file); not parsed"

@@ -18,13 +18,17 @@ NOT_TRAINING_CONFIDENCE = 0.1
 # must not be called "not a training log" (icefall's `(5/8) Computing validation loss` has no known rank or step).
 _TRAINING_WORDS = re.compile(rb"(?i)\b(loss|epoch|step|steps|train|training|rank|torch|cuda|nccl|gpu|batch|traceback|"
                              rb"optimizer|model|dataset|dataloader|checkpoint|learning_rate|lr|iteration|iter|validation|"
-                             rb"eval|accelerate|deepspeed|lightning|wandb|tensorboard)\b")
+                             rb"eval|accelerate|deepspeed|lightning|wandb|tensorboard|ddp|fsdp|distributed|c10d|backward|forward|grad|"
+                             rb"grads|gradient|gradients|autograd|tensor|tensors|pytorch|reducer|cudnn|fp16|bf16|amp|megatron|"
+                             rb"slurm|srun|mpirun|horovod|ray|rocm|hip|rccl|gloo|worker|workers|weights|param|params|"
+                             rb"parameters)")
 HEAD_BYTES = 65536
 MAX_FILES_READ = 32
 
 
 def _has_training_words(paths) -> bool:
-    """At least three different training words in the first bytes of the input files (a bounded read)."""
+    """At least two different training words in the first bytes of the input files (a bounded read): a pasted
+    warning of a few lines ('Grad strides do not match bucket view strides ... torch/csrc/distributed') is a job's."""
     seen: set[bytes] = set()
     for path in list(paths)[:MAX_FILES_READ]:
         try:
@@ -33,7 +37,7 @@ def _has_training_words(paths) -> bool:
         except OSError:
             continue
         seen |= {m.lower() for m in _TRAINING_WORDS.findall(head)}
-        if len(seen) >= 3:
+        if len(seen) >= 2:
             return True
     return False
 

@@ -12,6 +12,8 @@ import re
 
 import pandas as pd
 
+from postmortem.parsers.linear_regex import compile_search
+
 # The ends, from the rank's own point of view.
 END_KINDS = {
     "exception": "raised an exception",
@@ -32,10 +34,11 @@ IN_COLLECTIVE_ENDS = ("lost_peer", "waiting")
 
 # Exception classes that report another rank's failure or an outside stop, not a cause of their own.
 _STOP_EXC = re.compile(r"(?i)KeyboardInterrupt|SignalException|SystemExit|ChildFailedError|ProcessExitedException")
-_PEER_GONE = re.compile(
+# searched in time linear in the message (its `ProcessGroup.*aborted` from every `ProcessGroup` was not)
+_PEER_GONE = compile_search(
     r"(?i)Connection closed by|Connection reset by peer|Broken pipe|pair closure|remote process exited|"
     r"ncclRemoteError|recvValue failed|sendBytes failed|Connection refused|peer(?: process)? (?:has )?(?:exited|closed)|"
-    r"NCCL communicator was aborted|ProcessGroup.*aborted")
+    r"NCCL communicator was aborted|ProcessGroup.*aborted", 0, re.compile)
 _WAIT_MSG = re.compile(
     r"(?i)timed? ?out|timeout|Watchdog caught|store->get|wait timeout|Socket Timeout|didn't join collective|"
     r"failed to pass monitoredBarrier|Detected mismatch between collectives")
@@ -110,6 +113,8 @@ def fatal_signal_name(details: dict | None, message: str = "") -> str | None:
 def exit_code(details: dict | None) -> int | None:
     """The numeric exit code an exit/launcher event states (negative: killed by that signal)."""
     d = details or {}
+    if str(d.get("mpi_signal") or "").isdigit():  # mpirun: "exited on signal N"
+        return -int(d["mpi_signal"])
     for key in ("exitcode", "code", "code2", "code3", "code4", "code5", "code6"):
         v = d.get(key)
         if v is None:
@@ -335,6 +340,12 @@ def _exit_end(ends: _Ends, rank, d: dict, msg: str, rec) -> None:
         ends.add(rank, "exited", "exit code 0", rec.source, rec.line, rec.ts)
     elif code is not None:
         ends.add(rank, "left", f"exit code {code}", rec.source, rec.line, rec.ts)
+    elif d.get("format") == "mpirun-first-nonzero":  # mpirun names the first process to exit non-zero
+        ends.add(rank, "left", "exit code non-zero (mpirun: the first process to do so)", rec.source, rec.line,
+                 rec.ts)
+    elif d.get("format") == "ray-worker-died":  # Ray Train: this rank's worker process died (health check failed)
+        ends.add(rank, "left", "the worker process died (Ray Train: worker health check failed)", rec.source,
+                 rec.line, rec.ts)
 
 
 def _inferred_exits(tables, rows: dict, ends: _Ends) -> None:
@@ -397,6 +408,9 @@ class _GoesOn:
             if r is not None:
                 self.ranked_by_source.setdefault(src, []).append(v)
         self.all_normal = _all_normal(tables, self.exited_ok)
+        # sources whose lines of one process are not in time order (two pipes merged apart): later lines there do
+        # not show that a process went on after a traceback
+        self.unordered = set(((getattr(tables, "meta", None) or {}).get("unordered_streams") or {}).keys())
 
     def went_on(self, rank, source, line) -> bool:
         """True when the stream of (rank, source) went on training or ended normally after `line`."""
@@ -406,6 +420,10 @@ class _GoesOn:
             return True
         lines = self.after.get((_rank_key(rank), source))
         if not lines or _null(line):
+            return False
+        if source in self.unordered and lines[0] > int(line):
+            # every report of the rank came after the traceback: one pipe's batch forwarded behind the other's
+            # (Ray's log monitor), not progress after it; progress on both sides of it is
             return False
         # A stream without a rank mixes processes: another rank's last few reports can follow a crash, so it went
         # on only when several more came (one process printing on).

@@ -21,6 +21,15 @@ _NOISE = re.compile(r"^\s*(?:Traceback \(most recent call last\)|File \"|During 
                     r"\^+\s*$|~+\s*$)")
 
 
+def after_words(text: str) -> bool:
+    """A line that follows a rank's own last words without adding any: a traceback's lines, a peer's closed
+    connection or a timeout it reports, the launcher's lines about it."""
+    from postmortem.ranks.ends import _PEER_GONE, _WAIT_MSG
+    t = str(text)[:600]
+    return bool(not t.strip() or _NOISE.search(t) or _PEER_GONE.search(t) or _WAIT_MSG.search(t)
+                or _LAUNCHER.search(t) or _exception_line(t) or t.startswith(("  ", "\t")))
+
+
 def _said(message: str) -> int:
     """2: says it stops (`...; exiting`), 1: an error line of its own, 0: neither."""
     from postmortem.ranks.ends import _PEER_GONE, _WAIT_MSG
@@ -75,3 +84,16 @@ def apply(tables, rows: dict) -> None:
             how = f"exit {code}" if code is not None and not pd.isna(code) else "it stopped"
             rr.update(end="exited", end_detail=f"{how} after logging: {ev.text}"[:300], end_cause="root",
                       end_at=f"{ev.source}:{ev.line}" if ev.line is not None else ev.source, end_category=None)
+
+
+def last_own_line(tables, rank: int) -> Evidence | None:
+    """The last line a rank printed of its own (not a traceback, a peer's error or the launcher's words), as evidence:
+    what it was doing when its peers waited; None when its last lines hold none."""
+    ll = tables.frames.get("last_lines") if hasattr(tables, "frames") else None
+    if ll is None or ll.empty:
+        return None
+    mine = ll[(ll["rank"] == rank) & ll["distance"].notna()].sort_values("distance")
+    for src, line, msg in zip(mine["source"].tolist(), mine["line"].tolist(), mine["message"].tolist()):
+        if not after_words(str(msg)):
+            return Evidence(src, None if pd.isna(line) else int(line), rank, str(msg).strip()[:300])
+    return None

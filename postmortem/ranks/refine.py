@@ -1,13 +1,13 @@
-"""The culprit's own evidence, weighed after the end-state asymmetry (postmortem.ranks.culprits): a rank the library named
-as absent (postmortem.ranks.named_ranks), the rank whose collective sequence diverged first (postmortem.ranks.sequences), the
-rank whose first non-finite value came first (postmortem.ranks.nonfinite). Each can confirm the asymmetry's culprit,
-or replace one that only guessed."""
+"""The culprit's own evidence, weighed after the end-state asymmetry (postmortem.ranks.culprits): the ranks a library
+names as absent (named_ranks), then the rank whose collective sequence diverged first (sequences, with the data
+counts of counts). Each can confirm the asymmetry's culprit, or replace one that only guessed."""
 from __future__ import annotations
 
 import pandas as pd
 
 from postmortem.ranks.culprits import Culprits, _say
 from postmortem.ranks.ends import ROOT_ENDS
+from postmortem.ranks.last_words import last_own_line
 
 # Mechanisms of postmortem.ranks.culprits that rest on a rank's own failure: the evidence here does not overrule them.
 _OWN_FAILURE = ("root-failure", "single-rank", "alike")
@@ -22,7 +22,18 @@ def refine(c: Culprits, tables) -> Culprits:
     if named is not None:
         return named
     seq = sequences.diverged(tables, c)
-    return seq if seq is not None else c
+    return _with_own_line(seq if seq is not None else c, tables)
+
+
+def _with_own_line(c: Culprits, tables) -> Culprits:
+    """The culprits, with the first culprit's own last line among the evidence when none of its lines is yet: the
+    verdict then cites what the culprit itself printed, not only its peers' errors."""
+    if not c.ranks or any(e.rank in c.ranks for e in c.evidence):
+        return c
+    own = last_own_line(tables, c.ranks[0])
+    if own is not None:
+        c.evidence = list(c.evidence) + [own]
+    return c
 
 
 def _rows(ranks) -> dict:
@@ -61,8 +72,12 @@ def _named(c: Culprits, tables, ranks) -> Culprits | None:
     if sorted(c.ranks) == named.ranks:
         said = f"{said}; how the ranks ended agrees: {c.reason}"
     affected = [r for r in world if r not in named.ranks]
+    last = last_own_line(tables, named.ranks[0])
+    if last is not None:
+        said += f"; {_say(named.ranks[:1])}'s last line was `{last.text[:140]}`"
     return Culprits(list(named.ranks), mechanism, said, NAMED_STRENGTH, affected=affected,
-                    evidence=list(named.evidence) + [e for e in c.evidence if e not in named.evidence][:2])
+                    evidence=([last] if last is not None else []) + list(named.evidence)
+                    + [e for e in c.evidence if e not in named.evidence][:2])
 
 
 def _null(v) -> bool:

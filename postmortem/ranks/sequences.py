@@ -116,8 +116,20 @@ def _groups(s: dict[int, Site]) -> dict[tuple, list[int]]:
     return g
 
 
+def _said_after(tables, rank: int, source: str, line: int) -> int:
+    """How many of the rank's lines after `line` in `source` say something of its own (not a traceback, a peer's
+    error or the launcher's lines: postmortem.ranks.last_words.after_words)."""
+    from postmortem.ranks.last_words import after_words
+    ll = tables.frames.get("last_lines")
+    if ll is None or ll.empty:
+        return 0
+    later = ll[(ll["rank"] == rank) & (ll["source"] == source) & (ll["line"] > line)]
+    return sum(1 for m in later["message"].tolist() if not after_words(str(m)))
+
+
 def _announcers(tables, candidates: set[int]) -> dict[int, Evidence]:
-    """Ranks whose last lines hold one no other rank printed (not a cascade), just before their end."""
+    """Ranks whose last lines hold one no other rank printed (not a cascade), just before their end: at most
+    ANNOUNCE_NEAR lines of their own after it (a traceback that follows does not count)."""
     odd = tables.frames.get("odd_lines")
     if odd is None or odd.empty:
         return {}
@@ -125,9 +137,12 @@ def _announcers(tables, candidates: set[int]) -> dict[int, Evidence]:
     rows = odd[(odd["kind"] == "minority") & ~odd["cascade"]]
     for ranks, dist, at, example in zip(rows["ranks"], rows["distance"], rows["at"], rows["example"]):
         ranks = [int(r) for r in ranks]
-        if len(ranks) != 1 or ranks[0] not in candidates or pd.isna(dist) or int(dist) > ANNOUNCE_NEAR:
+        if len(ranks) != 1 or ranks[0] not in candidates or pd.isna(dist):
             continue
         src, _, line = str(at[0]).rpartition(":")
+        if int(dist) > ANNOUNCE_NEAR and not (line.isdigit() and
+                                              _said_after(tables, ranks[0], src, int(line)) <= ANNOUNCE_NEAR):
+            continue
         prev = out.get(ranks[0])
         if prev is None or int(dist) < prev[0]:
             out[ranks[0]] = (int(dist), Evidence(src, int(line) if line.isdigit() else None, ranks[0],
@@ -165,7 +180,7 @@ def diverged(tables, c: Culprits) -> Culprits | None:
     """A better-founded culprit from the ranks' call sites and last words than `c`, or None to keep `c`."""
     ranks_tab = tables.frames.get("ranks")
     rows = {int(r["rank"]): r for r in ranks_tab.to_dict("records")} if ranks_tab is not None else {}
-    weak = c.mechanism in _WEAK or not c.ranks or _mismatch_end(rows, c.ranks) or _said_mismatch(tables, c.ranks)
+    weak = c.mechanism in _WEAK or not c.ranks or _received_mismatch(tables, rows, c.ranks)
     if not weak:
         return None
     sized_by = _odd_size(tables, c, rows)
@@ -218,12 +233,22 @@ def _receiver_only(c: Culprits, rows: dict, tables) -> Culprits | None:
     not say which). Name no one rather than the receiver."""
     if c.mechanism not in ("root-failure", "single-rank") or not c.ranks:
         return None
-    if not (_mismatch_end(rows, c.ranks) or _said_mismatch(tables, c.ranks)):
+    if not _received_mismatch(tables, rows, c.ranks):
         return None
     world = sorted(rows) or sorted(set(c.ranks) | set(c.affected))
     reason = (f"{_say(c.ranks)} aborted because a collective received data of another size than it expected: the "
               "ranks' collectives did not match, but no stack, count or line shows which rank's sequence diverged")
     return Culprits([], "mismatch-unresolved", reason, 0.0, affected=world, evidence=list(c.evidence[:2]))
+
+
+def _received_mismatch(tables, rows: dict, ranks: list[int]) -> bool:
+    """The ranks' ends are a collective's abort on receiving another collective's data: their end or their own lines
+    say so, or they died of SIGABRT where an unranked line (a console without prefixes) says a collective did."""
+    if _mismatch_end(rows, ranks) or _said_mismatch(tables, ranks):
+        return True
+    aborted = all(rows.get(r, {}).get("end") == "fatal_signal" and "SIGABRT" in str(rows[r].get("end_detail") or "")
+                  for r in ranks)
+    return bool(ranks) and aborted and mismatch_seen(tables)
 
 
 def _said_mismatch(tables, ranks: list[int]) -> bool:

@@ -139,6 +139,8 @@ def _exit_of(details: dict, kind: str, message: str) -> str | None:
     sig = details.get("signal")
     if sig:
         return str(sig)
+    if str(details.get("mpi_signal") or "").isdigit():  # mpirun: "exited on signal N (name)"
+        return _SIGNAL_NAMES.get(str(details["mpi_signal"]), f"signal {details['mpi_signal']}")
     for key in ("exitcode", "code", "code2", "code3", "code4", "code5", "code6"):
         v = details.get(key)
         if v is not None and str(v) not in ("", "None"):

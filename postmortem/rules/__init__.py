@@ -11,7 +11,7 @@ from typing import Callable, Iterable
 from postmortem.verdict.findings import CATEGORIES, SEVERITIES, Finding
 
 BUILTIN_FAMILIES = ("memory", "collectives", "hangs", "io", "numerics", "hardware", "crash", "endstate", "flight",
-                    "asymmetry", "timing", "stopped")
+                    "asymmetry", "timing", "stopped", "loggers")
 
 
 @dataclass(frozen=True)

@@ -238,6 +238,10 @@ def straggler(tables):
     if work is not None:
         evidence = [work[0]] + evidence
     evidence += [e for e in lag_ev if culprit in (e.rank, None)]
+    if culprit is not None and not any(e.rank == culprit for e in evidence):
+        from postmortem.ranks.last_words import last_own_line
+        own = last_own_line(tables, culprit)  # what the rank the others waited for said last
+        evidence += [own] if own is not None else []
     return [Finding(rule="straggler-busy-rank", category="straggler", confidence=conf, severity="critical",
                     title=f"{ranks_phrase([culprit] if culprit is not None else [], True, 'One rank')} was busy ({what}) while the others waited",
                     explanation=(f"{ranks_phrase(waiting, True, 'The other ranks')} waited in a collective"

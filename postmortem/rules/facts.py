@@ -7,18 +7,20 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from postmortem.parsers.linear_regex import compile_search
 from postmortem.stacks.frames import in_thread  # noqa: F401 - rules call it as facts.in_thread
 from postmortem.verdict.findings import Evidence
 
 # Exceptions that are consequences of another rank's failure, not causes.
 CASCADE_EXC = re.compile(
     r"(?i)ChildFailedError|SignalException|DistBackendError|ProcessExitedException|KeyboardInterrupt|SystemExit|"
-    r"<truncated>")
-CASCADE_MSG = re.compile(
+    r"WorkerGroupError|TrainingFailedError|<truncated>")  # (Ray Train's driver re-raising a worker's failure)
+# searched in time linear in the message (its `NCCL error.*remote` from every `NCCL error` was not)
+CASCADE_MSG = compile_search(
     r"(?i)Connection closed by|Connection reset by peer|Broken pipe|pair closure|Timed out waiting|Read timeout|"
     r"Watchdog caught|watchdog thread terminated|Socket Timeout|store->get|ncclUniqueId|NCCL communicator was aborted|"
     r"timed out|Timeout|driver shutting down|got signal|SIGTERM|recvValue failed|sendBytes failed|"
-    r"NCCL error.*remote|ncclRemoteError|Detected mismatch between collectives")
+    r"NCCL error.*remote|ncclRemoteError|Detected mismatch between collectives", 0, re.compile)
 
 LIB_PATH = re.compile(r"site-packages|dist-packages|/lib/python\d|\\lib\\|<frozen|/usr/lib/python")
 

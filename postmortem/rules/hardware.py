@@ -153,8 +153,34 @@ def ddp_unused(tables):
                                 "no part in the loss (" + clip(str(d.iloc[0]["message"]), 200) + ").",
                     remediation="Remove the unused modules or use find_unused_parameters=True; make data-dependent "
                                 "branches run on every rank.",
-                    culprit_ranks=_lone(tables, facts.ranks_of(d)), evidence=facts.evidence_from(d, 3),
+                    culprit_ranks=_mismatch_reference(tables, d) or _lone(tables, facts.ranks_of(d)),
+                    evidence=facts.evidence_from(d, 3),
                     order=facts.order_key(d.iloc[0]), explains=("rank_crash", "collective_timeout", "barrier_skew"))]
+
+
+# torch's DDP constructor (c10d verify_params_across_processes) compares every rank's parameter shapes with one
+# process's: `[R]: params[i] in this process with sizes [...] appears not to match sizes of the same param in process P`
+_MISMATCH_RE = re.compile(r"appears not to match (?:sizes|strides) of the same param in process (\d{1,7})")
+
+
+def _mismatch_reference(tables, d) -> list[int]:
+    """When every other rank of a job of 3 or more reports a mismatch with the same process, that process is the odd
+    one (a lone reporter is the odd one itself, which _lone finds)."""
+    ws = tables.meta.get("world_size")
+    if not ws or ws < 3 or ws > 100_000:
+        return []
+    refs, reporters = set(), set()
+    for msg, r in zip(d["message"].tolist(), d["rank"].tolist()):
+        m = _MISMATCH_RE.search(str(msg))
+        if m is None or pd.isna(r):
+            continue
+        refs.add(int(m.group(1)))
+        reporters.add(int(r))
+    if len(refs) == 1:
+        ref = next(iter(refs))
+        if reporters == set(range(int(ws))) - {ref}:
+            return [ref]
+    return []
 
 
 def _lone(tables, ranks: list[int]) -> list[int]:

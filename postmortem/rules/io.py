@@ -25,9 +25,9 @@ def checkpoint_corrupt(tables):
     save_tb = tb[tb.apply(lambda r: "no space" in str(r["exc_message"]).lower() and any(
         w in facts.frames_text(r["frames"]) for w in ("serialization", "save", "write_record", "torch.save")), axis=1)] \
         if len(tb) else tb
-    if bad.empty and save_tb.empty:
-        return []
     saves, loads = facts.ev(tables, "checkpoint_save"), facts.ev(tables, "checkpoint_load")
+    if bad.empty and save_tb.empty:
+        return _load_failed_before_save(tables, saves, loads)
     why, conf = [], 0.8
     writer_fail = bad[bad["details"].map(lambda a: "writer" in a)] if len(bad) else bad
     shell_full = enospc[~enospc["message"].str.contains("NCCL WARN|posix_fallocate|/dev/shm", regex=True)]
@@ -78,3 +78,42 @@ def _read_during_write(saves: pd.DataFrame, loads: pd.DataFrame) -> str | None:
             return (f"rank {s['rank']} was still saving {path} when {ranks_phrase(same['rank'].dropna())} loaded it "
                     "(read during write), so the readers got a partial file")
     return None
+
+
+def _load_failed_before_save(tables, saves: pd.DataFrame, loads: pd.DataFrame) -> list[Finding]:
+    """A load of a checkpoint path that was logged before the save of that path had even begun (one process read
+    what another was still writing: HF Trainer's `Loading best model from X` on a rank that did not wait for rank
+    0's `Saving model checkpoint to X`), after which the job died with an exception: the reader got a partial or
+    missing file, whatever the error says (`Can't load config`, file not found)."""
+    if saves.empty or loads.empty:
+        return []
+    tb = tables.tracebacks
+    for _, ld in loads.iterrows():
+        path = ld["details"].get("path")
+        if not path:
+            continue
+        later = saves[(saves["source"] == ld["source"]) & (saves["line"] > ld["line"]) &
+                      saves["details"].map(lambda a: a.get("path") == path)]
+        if later.empty:
+            continue
+        sv = later.iloc[0]
+        died = tb[(tb["source"] == ld["source"]) & (tb["line"] > ld["line"])] if len(tb) else tb
+        if died.empty:
+            continue
+        st = tables.steps
+        if len(st) and ((st["source"] == ld["source"]) & (st["line"] > ld["line"]) & (st["phase"] == "train") &
+                        (st["line"] < died.iloc[0]["line"])).any():
+            continue  # training went on between them: a resume that loaded an old file, not a read of a new one
+        return [Finding(rule="checkpoint-corrupt", category="checkpoint_corruption", confidence=0.7,
+                        severity="critical", title="Checkpoint read before it was written",
+                        explanation=f"A load of {path} was logged (line {facts._int(ld['line'])}) before the save of "
+                                    f"the same path had begun (line {facts._int(sv['line'])}): one process read the "
+                                    "checkpoint while another was still writing it, and the job then died with an "
+                                    "exception, the reader having found a partial or missing file.",
+                        remediation="Make every process wait for the writer before it loads (dist.barrier() after the "
+                                    "save on rank 0, or load only after the save is complete); write atomically (to "
+                                    "path.tmp, then os.replace).",
+                        evidence=facts.evidence_from(pd.concat([ld.to_frame().T, sv.to_frame().T]), 2)
+                        + [facts.tb_evidence(died.iloc[0])],
+                        order=facts.order_key(ld), explains=("rank_crash", "collective_timeout"))]
+    return []

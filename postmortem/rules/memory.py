@@ -104,8 +104,9 @@ def host_oom(tables):
     shell = facts.ev(tables, "killed")
     mem = facts.ev(tables, "host_mem")
     sigkill = facts.ev(tables, ("torchrun_failure", "exit"))
+    from postmortem.ranks.ends import exit_code  # every launcher's way of saying -9 (torchrun, mpirun's signal 9, ...)
     sigkill = sigkill[sigkill["details"].map(lambda a: str(a.get("exitcode", a.get("code", ""))) == "-9"
-                                           or a.get("signal") == "SIGKILL")]
+                                           or a.get("signal") == "SIGKILL" or exit_code(a) == -9)]
     evidence, conf, culprit = [], 0.0, []
     if len(kills):
         evidence += facts.evidence_from(kills, 4)

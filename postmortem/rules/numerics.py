@@ -20,7 +20,8 @@ def nan_loss(tables):
     st = tables.steps
     # NaN in the loss column also means "no loss on this line": only an infinite value is a reading here; NaN
     # readings arrive as `nan` events from the line formats.
-    st_nan = st[np.isinf(st["loss"].to_numpy(dtype=float, na_value=np.nan))] if len(st) else st
+    st_nan = st[np.isinf(st["loss"].to_numpy(dtype=float, na_value=np.nan)) | nonfinite_at_end(st)] if len(st) \
+        else st
     if nan.empty and st_nan.empty:
         return []
     warn = facts.ev(tables, "numeric_warning")
@@ -48,23 +49,59 @@ def nan_loss(tables):
         step = facts.rank_value(tables, culprit[0], "last_step")
     why = "The loss turned non-finite" + (f" on rank {culprit[0]}" if len(culprit) == 1 else "") + (
         f" at step {step}" if step is not None else "")
+    why += "."
     if len(warn):
         w = warn.iloc[0]
-        why += f", after the warning '{clip(str(w['message']), 120)}' (line {w['line']}), which names the operation"
+        why += f" The warning '{clip(str(w['message']), 120)}' (line {w['line']}) came before it and names the operation."
     if came_from is not None:
         firsts = ", ".join(f"rank {r} at step {s}" for r, s in sorted(came_from.later.items())[:4])
-        why += (f" while the other ranks' own losses were still finite ({firsts} turned later): its batch made the "
-                "first non-finite value, and DDP's gradient all-reduce carried it to every rank")
-    why += ". Once a loss is NaN every update spreads it; the job then diverges, stops, or a NaN check aborts it."
+        why += (f" The other ranks' own losses were still finite then ({firsts} turned later): its batch made the "
+                "first non-finite value, and DDP's gradient all-reduce carried it to every rank.")
+    from postmortem.ranks import divergence
+    grew = divergence.divergence(tables.steps, culprit)
+    if grew is not None:
+        why += f" {divergence.sentence(grew)}."
+    why += " Once a loss is NaN every update spreads it; the job then diverges, stops, or a NaN check aborts it."
+    # the fix follows what the lines show: a warning naming an operation, a loss that blew up, or neither
+    if len(warn):
+        fix = ("Guard the operation named by that warning (add eps to log/division inputs, filter degenerate "
+               "samples), lower the learning rate or fix the warmup schedule, clip gradients; "
+               "torch.autograd.set_detect_anomaly(True) finds the first NaN.")
+    elif grew is not None:
+        fix = divergence.fix(grew)
+    else:
+        fix = ("Find the first non-finite value with torch.autograd.set_detect_anomaly(True) for one step; check "
+               "inputs and targets for NaN/Inf and zeros fed to log or division, lower the learning rate or fix the "
+               "warmup schedule, clip gradients.")
     return [Finding(rule="nan-loss", category="nan_inf", confidence=conf, title="Loss became NaN/Inf",
                     explanation=why,
-                    remediation="Guard the operation named by the first warning (add eps to log/division inputs, "
-                                "filter degenerate samples), lower the learning rate or fix the warmup schedule, "
-                                "clip gradients; torch.autograd.set_detect_anomaly(True) finds the first NaN.",
+                    remediation=fix,
                     culprit_ranks=culprit, step=step,
                     evidence=facts.evidence_from(warn, 2) + (came_from.evidence if came_from is not None else [])
                     + facts.evidence_from(nan, 4),
                     order=facts.order_key(first), explains=("rank_crash", "collective_timeout"))]
+
+
+def nonfinite_at_end(st):
+    """Rows reporting non-finite iterations (a framework's NaN counter, a nan/inf loss or gradient norm: the steps
+    table's `nan_iters`) from which their progress series never came back to a finite report: a stream that went on
+    training finitely afterwards (fp16's skipped overflow step, HF's `grad_norm: nan` on a skipped step) recovered."""
+    import pandas as pd
+    if "nan_iters" not in st or not st["nan_iters"].fillna(0).gt(0).any():
+        return pd.Series(False, index=st.index, dtype=bool)
+    bad = st["nan_iters"].fillna(0).gt(0)
+    out = pd.Series(False, index=st.index, dtype=bool)
+    train = st[st["phase"] == "train"]
+    for _, series in train.groupby([train["source"], train["rank"].fillna(-1), train["desc"].fillna("")],
+                                   sort=False):
+        series = series.sort_values("line")
+        flags = bad.loc[series.index].to_numpy()
+        if flags[-1]:  # the series ends non-finite: mark its trailing run
+            k = len(flags)
+            while k and flags[k - 1]:
+                k -= 1
+            out.loc[series.index[k:]] = True
+    return out
 
 
 def _first_nan_ranks(tables, nan, st_nan) -> list[int]:

@@ -17,8 +17,8 @@ PHASE_WORDS = [
     ("train", re.compile(r"(?:^|_)(?:train|training_step|fit|backward|optimizer|optim_step|step$|forward_backward)")),
     ("init", re.compile(r"(?:^|_)(?:init_process_group|setup|build_model|load_model|from_pretrained|__init__$)")),
 ]
-PERIOD_KEY = re.compile(r"(?P<what>sampl|generat|eval|valid|val_|test|checkpoint|ckpt|save)\w*?(?:_?(?:period|every|steps|interval|freq|frequency))")
-BATCH_KEY = re.compile(r"(?P<what>sampl|generat|eval|valid|val|test|train|per_device_train)\w*?batch")
+PERIOD_KEY = re.compile(r"(?P<what>sampl|generat|eval|valid|val_|test|checkpoint|ckpt|save)\w{0,64}?(?:_?(?:period|every|steps|interval|freq|frequency))")
+BATCH_KEY = re.compile(r"(?P<what>sampl|generat|eval|valid|val|test|train|per_device_train)\w{0,64}?batch")
 PHASE_OF_KEY = {"sampl": "sample", "generat": "sample", "eval": "eval", "valid": "eval", "val_": "eval", "val": "eval",
                 "test": "eval", "checkpoint": "checkpoint", "ckpt": "checkpoint", "save": "checkpoint",
                 "train": "train", "per_device_train": "train"}

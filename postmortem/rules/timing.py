@@ -54,7 +54,9 @@ def busy_bars(tables, timeout_s: float) -> pd.DataFrame:
 
 def _clock(secs: float) -> str:
     secs = int(secs)
-    return f"{secs // 3600}:{secs % 3600 // 60:02d}:{secs % 60:02d}" if secs >= 3600 else f"{secs // 60}:{secs % 60:02d}"
+    if secs >= 3600:
+        return f"{secs // 3600}:{secs % 3600 // 60:02d}:{secs % 60:02d}"
+    return f"{secs // 60}:{secs % 60:02d}"
 
 
 @rule(id="busy-past-timeout", title="A rank's work outside training ran as long as the collective timeout",

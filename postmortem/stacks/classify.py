@@ -34,7 +34,7 @@ _RULES: list[tuple[str, int, str | None, str | None, bool]] = [
     ("collective_wait", 0, None, r"c10d::|gloo::|^nccl[A-Z]|ProcessGroup(?:NCCL|Gloo|MPI|Wrapper)|TCPStore|"
                                  r"TCPClient|^ibv_poll_cq|^fi_cq_read|^ucp_worker_progress", True),
     # native collective frames without those namespaces: a c10d Work's wait, a collective's own entry point
-    ("collective_wait", 0, None, r"\bWork(?:NCCL|Gloo|MPI|UCC|XCCL)?::(?:wait|synchronize)\b|ProcessGroup\w*::|"
+    ("collective_wait", 0, None, r"\bWork(?:NCCL|Gloo|MPI|UCC|XCCL)?::(?:wait|synchronize)\b|ProcessGroup\w{0,64}::|"
                                  r"(?i:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all)", True),
     # data loading
     ("data_loading", 0, r"^torch/utils/data/|^torch/multiprocessing/(?!spawn\.py$)|^datasets/|^webdataset/|^torchdata/|"
@@ -208,6 +208,8 @@ def _is_library_frame(frame: dict) -> bool:
     raw = (frame.get("file") or "").replace("\\", "/")
     if not raw or raw.startswith("<") or "/site-packages/" in raw or "/dist-packages/" in raw:
         return True
+    if _C_SOURCE.search(raw):
+        return True  # an interpreter's or extension's C frame (py-spy --native): never the user's own code
     sf = short_file(raw)
     top = sf.split("/", 1)[0]
     if top.endswith(".py"):
@@ -288,12 +290,16 @@ _NET_PURPOSE = (("checkpoint_io", re.compile(r"(?i)checkpoint|ckpt|save|upload_m
                                        r"prometheus|heartbeat|notify|alert")))
 
 
+_C_SOURCE = re.compile(r"\.(?:c|cc|cpp|cxx|h|hpp|cu)$")
+
+
 def _network_caller(frames: list[dict]) -> str | None:
     """The class of a stack blocked in a network client, from the purpose its innermost user caller names."""
-    py = [f for f in frames or [] if not is_native(f)]
+    # (py-spy --native lists CPython's own C frames, `sock_recv_guts (socketmodule.c:3536)`, unflagged)
+    py = [f for f in frames or [] if not is_native(f) and not _C_SOURCE.search(str(f.get("file") or ""))]
     if not py or not any(_NET_FILES.search(short_file(f.get("file"))) for f in py[:12]):
         return None
-    user = last_user_frame(frames)
+    user = last_user_frame(py)
     if user is None:
         return None
     name = str(user.get("func") or "")

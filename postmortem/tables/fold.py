@@ -51,7 +51,8 @@ class TableBuilder:
                 values.extend(got)
             counts[table] += block.n
         res.rows = {}
-        meta = {k: res.meta[k] for k in ("collector_env", "hostpid_rank", "nccl_counts", "summarised")
+        meta = {k: res.meta[k] for k in ("collector_env", "hostpid_rank", "nccl_counts", "summarised", "collect_stall",
+                                          "unordered_streams")
                 if res.meta.get(k)}
         self.files[i] = (res.lines, tuple(res.problems), _fatal(res), meta or None)
 
@@ -71,7 +72,8 @@ class TableBuilder:
             meta.setdefault("collector_env", {}).update(fmeta.get("collector_env", {}))
             for key, value in fmeta.get("hostpid_rank", {}).items():
                 meta["hostpid_rank"][key] = value
-            for key in ("nccl_counts", "summarised"):  # bounded summaries of repetitive lines, per source
+            # bounded summaries of repetitive lines, the collector's stall settings, other per-source facts
+            for key in ("nccl_counts", "summarised", "collect_stall", "unordered_streams"):
                 if fmeta.get(key):
                     meta.setdefault(key, {}).update(fmeta[key])
         self.files = []

@@ -75,7 +75,7 @@ def assemble(sources: list[Source], acc: dict[str, dict[str, list]], counts: dic
     frames = {name: frame_of(name) for name in schema.TABLE_NAMES}
     _date_stamps_without_year(frames, raw_ts)
     frames["stacks"] = stacks_mod.join_ranks(frames["stacks"], meta["hostpid_rank"])  # dumped pids -> NCCL ranks
-    frames["stacks"] = traceback_stacks(frames["stacks"], frames["tracebacks"], _handled(frames))
+    frames["stacks"] = traceback_stacks(frames["stacks"], frames["tracebacks"], _handled(frames, meta))
     for name, df in frames.items():
         schema.validate(name, df)
     meta.update(_world(frames))
@@ -96,14 +96,15 @@ _TIMEOUT_MSG = re.compile(r"(?i)timed? ?out|timeout")
 _MISMATCH_CATEGORIES = ("barrier_skew", "ddp_usage_error", "collective_timeout")
 
 
-def _handled(frames: dict) -> list[bool] | None:
+def _handled(frames: dict, meta: dict | None = None) -> list[bool] | None:
     """Which tracebacks the program went on from (postmortem.ranks.ends.handled_tracebacks), from the frames so far."""
     from types import SimpleNamespace
 
     from postmortem.ranks.ends import handled_tracebacks
     if frames["tracebacks"].empty:
         return None
-    view = SimpleNamespace(tracebacks=frames["tracebacks"], steps=frames["steps"], events=frames["events"])
+    view = SimpleNamespace(tracebacks=frames["tracebacks"], steps=frames["steps"], events=frames["events"],
+                           meta=meta or {})
     return handled_tracebacks(view)
 
 

@@ -21,7 +21,8 @@ TABLE_COLUMNS: dict[str, list[str]] = {
     "sources": ["kind", "compression", "bytes", "lines", "parsed_ok", "problem", "job"],
     "events": ["kind", "message", "template", "details", "level", "pid"],
     "tracebacks": ["exc_type", "exc_message", "frames", "last_user_frame", "chained_from", "end_line"],
-    "steps": ["step", "total", "epoch", "loss", "lr", "step_time", "phase", "desc", "elapsed_s"],
+    "steps": ["step", "total", "epoch", "loss", "lr", "step_time", "phase", "desc", "elapsed_s", "grad_norm",
+              "loss_scale", "skipped", "nan_iters"],
     "collectives": ["pg", "seq", "op", "numel_in", "numel_out", "timeout_ms", "elapsed_ms", "state",
                     "last_enqueued", "last_completed", "dtype"],
     "stacks": ["pid", "thread", "thread_name", "active", "owns_gil", "frames", "signature", "dump"],
@@ -39,6 +40,7 @@ DTYPES: dict[str, str] = {
     "last_enqueued": "Int64", "last_completed": "Int64", "pid": "Int64", "gpu_index": "Int64",
     "nranks": "Int64", "cuda_dev": "Int64", "nccl_rank": "Int64", "key": "Int64", "distance": "Int64", "end_line": "Int64", "chained_from": "Int64",
     "loss": "float64", "lr": "float64", "step_time": "float64", "epoch": "float64", "elapsed_s": "float64",
+    "grad_norm": "float64", "loss_scale": "float64", "skipped": "Int64", "nan_iters": "Int64",
     "mem_used_mib": "float64", "mem_total_mib": "float64", "util_pct": "float64", "temp_c": "float64",
     "power_w": "float64", "ecc_uncorrected": "float64", "snapshot": "Int64",
 }
@@ -240,7 +242,13 @@ TABLE_DOCS: dict[str, str] = {
     "sources": "one row per input file: what it is, how big, whether it parsed and why not",
     "events": "one row per interesting log line (errors, exits, OOMs, timeouts, config echoes, checkpoints ...)",
     "tracebacks": "one row per Python exception (chained exceptions are rows of their own)",
-    "steps": "one row per training/eval/sample step report of a rank (progress bars, `step N loss x` lines)",
+    "steps": "one row per training/eval/sample step report of a rank (progress bars, `step N loss x` lines). On "
+             "big logs not every step line is a row: a job's text is read line by line up to 512 KiB in all (shared "
+             "by its files) and sampled beyond, and each rank's series keeps at most 512 rows, thinned by half when "
+             "full; always kept are each series' first and last row, every anomaly (a non-finite loss, a loss "
+             "spike), the row that stood when an error or another event was printed, and each rank's last step. "
+             "`postmortem.analyze(path, all_steps=True)` (CLI `--all-steps`) keeps a row for every step line "
+             "(slower and bigger on big logs)",
     "collectives": "one row per collective seen in a watchdog message or a flight-recorder record",
     "stacks": "one row per thread in a stack dump (py-spy, faulthandler, gdb) of a process",
     "gpu": "one row per GPU per nvidia-smi snapshot",
@@ -283,6 +291,12 @@ COLUMN_DOCS: dict[str, str] = {
     "phase": "train, eval or sample",
     "desc": "the progress bar's description or the line format the step came from",
     "elapsed_s": "seconds the progress bar had been running (tqdm's `[elapsed<remaining]`), where shown",
+    "grad_norm": "gradient norm where the line reports it (Megatron `grad norm`, fairseq `gnorm`, HF `grad_norm`)",
+    "loss_scale": "fp16 loss scale where the line reports it (Megatron, fairseq, a loop's `loss_scale=`)",
+    "skipped": "skipped (overflow) steps the line reports: Megatron's count since its last report, DeepSpeed's "
+               "`skipped=` since the start",
+    "nan_iters": "iterations with a non-finite loss or gradient norm the line reports: Megatron's `number of nan "
+                 "iterations`, else 1 where its loss or gradient norm is nan/inf",
     "pg": "process group name/id",
     "seq": "collective sequence number within the process group",
     "op": "collective operation (allreduce, broadcast, barrier ...)",
@@ -369,7 +383,8 @@ def reference_markdown() -> str:
             "| attribute | what |", "|---|---|",
             "| `a.verdict` | the answer (`Verdict`): category, phase, rule, confidence, culprit_ranks, step, summary (one "
             "sentence), why (the mechanism, a paragraph), fix (what to change, from the root mechanism), evidence "
-            "(the cited lines: `Evidence` with source, line, rank, text), mechanism (an id such as `uneven_batches`) |",
+            "(the cited lines: `Evidence` with source, line, rank, text), mechanism (an id such as `uneven_batches`), "
+            "next (what to do now, `NextAction`: domain, action, hosts, why, evidence, recurrence; docs/json.md) |",
             "| `a.findings` | DataFrame, one row per finding, the verdict's first: rule, category, phase, confidence "
             "(float64), severity, title, culprit_ranks / affected_ranks (lists of int), first_culprit (Int64), step "
             "(Int64), time (datetime64[ns, UTC]: when its first cited line was written), cascade_of, summary (one "

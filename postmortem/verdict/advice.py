@@ -76,6 +76,9 @@ VARIANT_FIX_ZH: dict[str, str] = {
                "torch.no_grad()，必要时设置 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True 以减少碎片。",
     "host-oom-killer": "降低主机内存占用：减少 DataLoader num_workers 与预取、避免每个 rank 各自把整个数据集读入内存"
                        "（使用内存映射或共享内存），或申请内存更大的节点。",
+    "tracker-ended-the-run": "调大 wandb 的初始化超时（wandb.init(settings=wandb.Settings(init_timeout=300))），只在一个 "
+                             "rank 上初始化，或用 WANDB_MODE=offline 运行、之后再同步；用 WANDB_MODE=disabled 可以确认问题"
+                             "出在 wandb。",
     "logger-blocks-loop": "不要让日志阻塞训练循环：循环内用 wandb.log(..., commit=False)，每 N 步提交一次；"
                           "WANDB_MODE=offline 之后再 wandb sync；修复代理/网络；tqdm 锁死锁可设 "
                           "tqdm.tqdm.monitor_interval = 0。",
@@ -316,6 +319,9 @@ def why_zh(advice: Advice | None, root: Finding | None, ranks=None, steps=None) 
     if root.rule == "collective-after-training-end":
         return (f"训练已经结束，之后{who}又进入了一个集合通信并一直等到超时：训练后的代码只在部分 rank 上调用了会同步"
                 "的函数（例如 rank 0 的保存或评估内部有 barrier），其他 rank 已经离开，不会再来配对。")
+    if root.rule == "tracker-ended-the-run":
+        return (f"wandb 报告它无法连接自己的服务进程（wandb.init 超时），{who if root.culprit_ranks else '该 rank'} 随即抛出异常"
+                "退出：任务死在日志记录器的启动阶段，而不是训练本身。")
     if cat in ("straggler", "logging_blocking"):
         how, work = straggler_work(root)
         what = {"logger": "阻塞在日志记录器中", "stuck": f"卡在 {work}", "busy": f"忙于 {work}",

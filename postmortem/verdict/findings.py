@@ -1,7 +1,8 @@
 """Findings, evidence and the verdict: the values rules produce and outputs render."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import copy
+from dataclasses import asdict, dataclass, field, fields
 
 CATEGORIES = ("gpu_oom", "host_oom", "dataloader_failure", "barrier_skew", "straggler", "logging_blocking",
               "checkpoint_corruption", "nccl_error", "gpu_hardware", "nan_inf", "ddp_usage_error", "rank_crash",
@@ -93,15 +94,17 @@ class Verdict:
     evidence: list[Evidence] = field(default_factory=list)   # the cited lines of the root finding
     mechanism: str = ""           # postmortem.verdict.advice mechanism id (e.g. "uneven_batches")
     reason: str | None = None     # job_stopped: what ended the job (time_limit, preemption, ...); else None
+    next: object = None           # postmortem.verdict.next_action.NextAction: what to do now (restart, change ...)
 
     def to_dict(self) -> dict:
-        """JSON-contract dict: the documented keys, plus `why` and `fix` (added in schema 1, additive)."""
-        d = asdict(self)
-        d.pop("evidence")
-        d.pop("mechanism")
+        """JSON-contract dict: the documented keys, plus `why`, `fix` and `next` (added in schema 1, additive)."""
+        d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)
+             if f.name not in ("evidence", "mechanism", "next")}
+        d["next"] = self.next.to_dict() if self.next is not None else None
         return d
 
     def __repr__(self) -> str:
         where = f", culprit_ranks={self.culprit_ranks}" if self.culprit_ranks else ""
         return (f"Verdict({self.category!r}, confidence={self.confidence:.2f}{where}, step={self.step}, "
-                f"summary={self.summary!r}, why=..., fix=..., evidence=[{len(self.evidence)} lines])")
+                f"summary={self.summary!r}, why=..., fix=..., evidence=[{len(self.evidence)} lines]"
+                + (f", next={self.next.action!r}" if self.next is not None else "") + ")")

@@ -26,7 +26,11 @@ def evidence_gaps(tables, verdict) -> list[dict]:
     cat = verdict.category if verdict else None
     kinds = set(tables.sources["kind"]) if len(tables.sources) else set()
     ev_kinds = set(tables.events["kind"]) if len(tables.events) else set()
-    if cat in HANG_CATEGORIES and tables.stacks.empty:
+    from postmortem.verdict.stall_gap import stall_gap
+    stall = stall_gap(tables) if cat in HANG_CATEGORIES else None
+    if stall is not None:  # the collector ran, and its stall delay outlasted the hang
+        gaps.append(stall)
+    elif cat in HANG_CATEGORIES and tables.stacks.empty:
         gaps.append({"missing": "py-spy dumps of every rank",
                      "why": "Stacks show exactly where each rank was when the job hung; without them the waiting "
                             "rank's activity is inferred from its last log line.",

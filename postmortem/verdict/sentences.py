@@ -5,20 +5,33 @@ import re
 
 from postmortem.verdict.findings import Finding
 
-_EXC_RE = re.compile(r"\b((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit))\b")
-_BUSY_RE = re.compile(r"busy \((?P<what>.+)\) while", re.S)
-_STUCK_RE = re.compile(r"stuck in (?P<what>.+?) while", re.S)
+# A dotted class name, at most 16 parts of at most 100 characters: unbounded, every start of a long dotted token
+# walked to its end.
+_EXC_RE = re.compile(r"\b((?:[A-Za-z_]\w{0,100}\.){0,16}[A-Z]\w{0,100}(?:Error|Exception|Interrupt|Exit))\b")
+
+
+def _between(text: str, start: str, end: str, last: bool) -> str | None:
+    """The text between the first `start` and the last (`last`) or first following `end`, at least one character
+    (`start(.+)end` and `start(.+?)end` of a regex, found with two string searches, not from every `start`)."""
+    i = text.find(start)
+    if i < 0:
+        return None
+    a = i + len(start)
+    j = text.rfind(end, a + 1) if last else text.find(end, a + 1)
+    return text[a:j] if j >= 0 else None
 
 
 def straggler_work(f: Finding) -> tuple[str, str | None]:
     """What a straggler finding says the rank did (logger, stuck, busy or outside) and the work its title names."""
-    m = _BUSY_RE.search(f.title) or _STUCK_RE.search(f.title)
+    what = _between(f.title, "busy (", ") while", last=True)
+    if what is None:
+        what = _between(f.title, "stuck in ", " while", last=False)
     if f.category == "logging_blocking":
         return "logger", None
-    if m and f.rule == "odd-rank-out-stack":
-        return "stuck", m.group("what")
-    if m and not m.group("what").startswith("non-collective work"):
-        return "busy", m.group("what")
+    if what is not None and f.rule == "odd-rank-out-stack":
+        return "stuck", what
+    if what is not None and not what.startswith("non-collective work"):
+        return "busy", what
     return "outside", None
 
 
@@ -134,6 +147,9 @@ def finding_sentence(f: Finding) -> str:
                     "which the ranks that had already finished never joined.")
         return (f"{who} {hedge}called a different collective than {_others(f)}{step}, so the collectives could "
                 "not match.")
+    if f.rule == "tracker-ended-the-run":
+        return f"{who if f.culprit_ranks else 'A rank'} {hedge}died in the experiment tracker's start-up{step}: its " \
+               "service process did not answer."
     if cat in ("straggler", "logging_blocking"):
         how, work = straggler_work(f)
         what = {"logger": "was blocked inside the logger", "stuck": f"was stuck in {work}",
@@ -250,6 +266,8 @@ def finding_sentence_zh(f: Finding) -> str:
         if f.rule == "collective-after-training-end":
             return f"{who}{hedge}在训练结束后又调用了集合通信，已经结束的 rank 不会再参与。"
         return f"{who}{hedge}{step}调用的集合通信与{others}不同，双方无法匹配。"
+    if f.rule == "tracker-ended-the-run":
+        return f"{who if f.culprit_ranks else '某个 rank'}{hedge}{step}在实验跟踪器（wandb）启动时出错退出：它的服务进程没有响应。"
     if cat in ("straggler", "logging_blocking"):
         how, work = straggler_work(f)
         what = {"logger": "阻塞在日志记录器中", "stuck": f"卡在 {work}", "busy": f"忙于 {work}",

@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 import socket
 
+from . import cluster
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 VENV = os.environ.get("LAB_VENV", "/work/venv-lab")
 PY = os.path.join(VENV, "bin", "python")
@@ -26,6 +28,7 @@ DESCRIBE = {
     "lightning": "Lightning Trainer(accelerator='cpu', devices=N, strategy='ddp') run as python train.py: train.log (stdout+stderr)",
     "hf-trainer": "HF Trainer on a tiny GPT2 built from a config, under torchrun without tee: train.log (stdout+stderr)",
 }
+DESCRIBE.update(cluster.DESCRIBE)
 
 
 def free_port() -> int:
@@ -39,6 +42,8 @@ def command(launcher: str, ws: int, script: str, case: str, params: dict) -> tup
     """(argv, console file name in the case folder or None, extra env) for one run."""
     port = free_port()
     tr = [TORCHRUN, "--standalone", f"--nproc-per-node={ws}"]
+    if launcher in cluster.DESCRIBE:
+        return cluster.command(launcher, ws, script, case, params, port, VENV, tr)
     if launcher == "torchrun-tee":
         return tr + ["--tee", "3", "--log-dir", os.path.join(case, "tlogs"), script], "console.log", {}
     if launcher == "torchrun-console":

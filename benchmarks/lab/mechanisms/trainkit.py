@@ -23,11 +23,25 @@ def _env_int(*names: str, default: int = 0) -> int:
     return default
 
 
+def _rank_env_from_launcher() -> None:
+    """torch's env:// init reads RANK/WORLD_SIZE/LOCAL_RANK; under srun/sbatch and mpirun a script sets them from
+    the launcher's own variables, as the Slurm and Open MPI recipes do."""
+    if os.environ.get("RANK", "") != "":
+        return
+    for rank, size, local in (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+                              ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")):
+        if os.environ.get(rank, "") != "" and os.environ.get(size, "") != "":
+            os.environ.update(RANK=os.environ[rank], WORLD_SIZE=os.environ[size],
+                              LOCAL_RANK=os.environ.get(local, os.environ[rank]))
+            return
+
+
 class Lab:
     """One rank's view of a lab run: params, rank, logging and the side channel."""
 
     def __init__(self) -> None:
         self.p = P
+        _rank_env_from_launcher()
         self.rank = _env_int("RANK", "SLURM_PROCID", "LOCAL_RANK")  # Lightning's children get LOCAL_RANK only
         self.world = _env_int("WORLD_SIZE", "SLURM_NTASKS", default=1)
         self.local_rank = _env_int("LOCAL_RANK", "SLURM_LOCALID", default=self.rank)
@@ -56,6 +70,10 @@ class Lab:
 
     # ---- logging in the run's style ----
     def _make_logger(self) -> logging.Logger:
+        import logstyles  # noqa: PLC0415  (third-party log libraries: only the runs that use them import them)
+        third = logstyles.make(self.style, self.rank, self.out, self.p)
+        if third is not None:
+            return third
         lg = logging.getLogger("train")
         lg.setLevel(logging.INFO)
         lg.propagate = False
@@ -103,6 +121,10 @@ class Lab:
         """Init gloo (or an Accelerator under accelerate launch) with the run's process-group timeout."""
         import torch.distributed as dist
         t = datetime.timedelta(seconds=timeout_s or P.get("pg_timeout", 30))
+        if dist.is_available() and dist.is_initialized():  # Ray Train's TorchTrainer sets up the group itself
+            self.rank, self.world = dist.get_rank(), dist.get_world_size()
+            self.start_fr_watchdog()
+            return
         if os.environ.get("LAB_LAUNCHER") == "accelerate":
             from accelerate import Accelerator
             from accelerate.utils import InitProcessGroupKwargs
@@ -147,7 +169,7 @@ class Lab:
             main(self)
         except BaseException as e:
             self.side("exception", type=type(e).__name__, msg=str(e)[:300])
-            if self.style in ("logging", "jsonl"):
+            if self.style in ("logging", "jsonl", "loguru", "structlog-json", "structlog-console", "absl"):
                 self.logger.exception("Training failed", extra={"fields": {}})
             raise
         self.side("end", status="ok")
