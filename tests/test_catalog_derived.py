@@ -34,6 +34,12 @@ def strings() -> list[dict]:
     return load_extract(str(coverage.STRINGS))[0]
 
 
+@lru_cache(maxsize=1)
+def labels() -> tuple:
+    """Every string's derived label, computed once for the tests that need them all (~25 s)."""
+    return tuple(derive.derive(r, catalog.ancestors) for r in strings())
+
+
 def _key(r: dict) -> tuple:
     return (r["lib"], r["kind"], r.get("level", ""), r.get("exc", ""), r["text"])
 
@@ -41,7 +47,7 @@ def _key(r: dict) -> tuple:
 # ------------------------------------------------------------------------------------------- coverage
 
 def test_every_library_is_extracted_and_99_percent_labelled():
-    rows = {r["lib"]: r for r in coverage.table(strings())}
+    rows = {r["lib"]: r for r in coverage.table(strings(), list(labels()))}
     assert LIBRARIES <= set(rows), sorted(LIBRARIES - set(rows))
     for lib in LIBRARIES:
         assert rows[lib]["extracted"] > 0, lib
@@ -128,7 +134,7 @@ def test_a_message_refines_its_class():
 # ------------------------------------------------------------------------------------------- the index
 
 def test_index_is_built_from_the_strings():
-    built = index.build(strings(), catalog.ancestors)
+    built = index.build(strings(), catalog.ancestors, list(labels()))
     with __import__("gzip").open(index.INDEX, "rt", encoding="utf-8") as fh:
         saved = json.load(fh)
     assert saved == json.loads(json.dumps(built)), "derived.json.gz is stale: python -m postmortem.catalog.build index"

@@ -36,11 +36,12 @@ def basis(rule: str) -> str:
     return "words"
 
 
-def table(records: list[dict]) -> list[dict]:
-    """One row per library (and a total): extracted, labelled, per basis, curated, indexed."""
+def table(records: list[dict], labels: list | None = None) -> list[dict]:
+    """One row per library (and a total): extracted, labelled, per basis, curated, indexed (`labels`: the
+    records' derived labels when already computed)."""
     rows: dict[str, Counter] = defaultdict(Counter)
-    for r in records:
-        lab = derive(r, ancestors)
+    for n, r in enumerate(records):
+        lab = labels[n] if labels is not None else derive(r, ancestors)
         row = rows[r["lib"]]
         row["extracted"] += 1
         if lab.role in ROLES and lab.category in CATEGORIES:

@@ -66,10 +66,12 @@ def labelled(records: list[dict], ancestors=None) -> list[tuple[dict, Label]]:
     return [(r, derive(r, ancestors)) for r in records]
 
 
-def build(records: list[dict], ancestors=None) -> dict:
-    """The index: entries [lib, kind, pieces, anchor, role, category, implies, rule], most literal text first."""
+def build(records: list[dict], ancestors=None, labels: list | None = None) -> dict:
+    """The index: entries [lib, kind, pieces, anchor, role, category, implies, rule], most literal text first
+    (`labels`: the records' derived labels when already computed)."""
     chosen: dict[tuple, tuple[dict, Label]] = {}
-    for r, lab in labelled(records, ancestors):
+    pairs = zip(records, labels) if labels is not None else labelled(records, ancestors)
+    for r, lab in pairs:
         if r.get("kind") == "symbol" or not informative(lab) or not matchable(r["text"]):
             continue
         key = tuple(pieces(r["text"]))
