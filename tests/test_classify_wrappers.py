@@ -48,3 +48,32 @@ def test_a_socket_read_under_a_checkpoint_upload_is_checkpoint_io():
               {"file": "/usr/lib/python3.11/http/client.py", "line": 286, "func": "HTTPResponse._read_status"},
               {"file": "train.py", "line": 88, "func": "upload_checkpoint"}]
     assert classify_thread(frames, False) == "checkpoint_io"
+
+
+PIPE_FULL = [os.path.join(ROOT, "benchmarks", "lab", "cases", f"logging_blocking__stdout-pipe-full-{shape}")
+             for shape in ("k8s-pods-2r-1", "srun-label-8r-1")]
+
+
+@pytest.mark.parametrize("case", PIPE_FULL, ids=os.path.basename)
+def test_print_into_a_full_pipe_is_logging(case):
+    """Real runs (k8s pods, srun --label): rank 0's stdout goes into a log shipper's pipe that stopped draining; py-spy
+    --native shows libc's write straight under the user's print line, so the rank is blocked logging, not busy."""
+    if not os.path.isdir(case):
+        pytest.skip("lab case not present")
+    a = postmortem.analyze(case, jobs=1, quiet=True)
+    st = a.tables.stacks
+    main = st[(st["rank"] == 0) & (st["thread_name"] == "MainThread")].iloc[0]
+    assert classify_frames(main["frames"]) == "unknown"  # `main (train.py:50)` names nothing by itself
+    assert classify_thread(main["frames"], main["active"]) == "logging"
+    assert (a.verdict.category, a.verdict.culprit_ranks) == ("logging_blocking", [0])
+
+
+def test_write_under_a_library_or_a_save_is_not_logging():
+    write = {"file": "libc.so.6", "line": 0, "func": "write", "native": True}
+    saving = [write, {"file": "train.py", "line": 12, "func": "save_checkpoint"}]
+    assert classify_thread(saving, False) == "checkpoint_io"
+    torch_save = [write, {"file": "/venv/lib/python3.11/site-packages/torch/serialization.py", "line": 9,
+                          "func": "_save"}, {"file": "train.py", "line": 12, "func": "main"}]
+    assert classify_thread(torch_save, False) == "checkpoint_io"
+    # without --native the write is not seen: a bare user line that is idle says nothing
+    assert classify_thread([{"file": "train.py", "line": 50, "func": "main"}], False) == "unknown"

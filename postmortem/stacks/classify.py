@@ -309,6 +309,27 @@ def _network_caller(frames: list[dict]) -> str | None:
     return None
 
 
+# libc's write family: the innermost native frame of a thread blocked writing a file descriptor
+_WRITE_CALLS = re.compile(r"^(?:__GI_)?_{0,2}(?:libc_)?(?:write|writev|pwrite64|pwritev|write_nocancel)$|"
+                          r"^_IO_(?:new_)?(?:file_write|do_write|file_xsputn)$")
+
+
+def _blocked_write(frames: list[dict]) -> str | None:
+    """The class of a stack (py-spy --native) whose innermost frame is libc's write called straight from the user's
+    own code: print() or sys.stdout.write() into a pipe nobody drains (a log shipper, a full tee, a stopped
+    terminal) is logging; the caller's name may say it is a checkpoint or a dataset written instead."""
+    if not frames or not is_native(frames[0]) or not _WRITE_CALLS.match(bare_name(frames[0].get("func"))):
+        return None
+    py = [f for f in frames[1:] if not is_native(f) and not _C_SOURCE.search(str(f.get("file") or ""))]
+    if not py or py[0] is not last_user_frame(py):
+        return None  # a library (torch.save, a logging handler) called write: its own frames decide
+    name = str(py[0].get("func") or "")
+    for cls, rx in _NET_PURPOSE[:2]:
+        if rx.search(name):
+            return cls
+    return "logging"
+
+
 def classify_thread(frames: list[dict], active=None) -> str:
     """classify_frames, plus what an idle thread in the user's own code says: py-spy marks a thread idle when it
     waits in a system call, and Python frames show no builtin below the user's line; a user function that logs or
@@ -318,6 +339,9 @@ def classify_thread(frames: list[dict], active=None) -> str:
     net = _network_caller(frames) if cls in ("unknown", "idle", "sleep_lock") else None
     if net is not None:
         return net
+    wrote = _blocked_write(frames) if cls == "unknown" else None
+    if wrote is not None:
+        return wrote
     if cls != "unknown" or active is not False:
         return cls
     user = next((f for f in frames or [] if not is_native(f)), None)
