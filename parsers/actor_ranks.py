@@ -17,7 +17,9 @@ ACTOR_RE = regex.compile(r"(?:\x1b\[[0-9;]{0,12}m)?\((?P<actor>[A-Za-z_][\w.]{0,
 
 # Ray's log deduplication (ray/_private/ray_logging: `... [repeated 2x across cluster]`) appends this to a line that
 # several actors printed; the line is the same text without it
-DEDUP_RE = regex.compile(r" ?(?:\x1b\[[0-9;]{0,12}m)? ?\[repeated \d{1,9}x across cluster\](?:\x1b\[[0-9;]{0,12}m)?\s{0,4}$")
+# (the first grouped line of a run adds Ray's note, `(Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 ...)`)
+DEDUP_RE = regex.compile(r" ?(?:\x1b\[[0-9;]{0,12}m)? ?\[repeated \d{1,9}x across cluster\]"
+                         r"(?: \(Ray deduplicates logs[^)\n]{0,400}\))?(?:\x1b\[[0-9;]{0,12}m)?\s{0,4}$")
 
 
 class ActorRanks:
@@ -47,11 +49,17 @@ class ActorRanks:
         """Learn from the line, give it its rank in `info` when its prefix names a listed pid; the line without Ray's
         deduplication suffix."""
         self.learn(line)
+        if "across cluster" in line:
+            cut = DEDUP_RE.sub("", line)
+            if cut != line:
+                # the line stands for N lines of other actors (Ray masks their numbers when it groups them): it is
+                # no fact of the actor whose prefix it carries, so it gets no rank (textlog keeps it out of that
+                # rank's tracebacks and steps)
+                info["ray_dedup"] = True
+                return cut
         rank = self.rank_of(line)
         if rank is not None and info.get("rank") is None:
             info["rank"] = rank
-        if "across cluster" in line:
-            line = DEDUP_RE.sub("", line)
         return line
 
 
@@ -60,3 +68,17 @@ def scheme_for(head_lines: list[str]) -> ActorRanks | None:
     if any(" pid=" in ln[:120] and ACTOR_RE.match(ln) for ln in head_lines):
         return ActorRanks(head_lines)
     return None
+
+
+# Ray Train's WorkerGroupError groups the workers' errors by text (ray/train/v2: `[Rank 0,4,5 Error Snippet]:`, then
+# the truncated traceback and the exception those ranks raised): how each listed rank ended, when their own output
+# was cut or deduplicated away
+SNIPPET_RE = regex.compile(r"^\[Rank (?P<ranks>\d{1,6}(?:\s{0,2},\s{0,2}\d{1,6}){0,4095}) Error Snippet\]:$")
+
+
+def snippet_ranks(message: str) -> list[int] | None:
+    """The ranks a `[Rank 0,4,5 Error Snippet]:` header stands for, else None (a literal test first)."""
+    if "Error Snippet]" not in message:
+        return None
+    m = SNIPPET_RE.match(message.strip())
+    return [int(r) for r in m.group("ranks").replace(" ", "").split(",")] if m else None

@@ -148,6 +148,20 @@ def message_rank(message: str) -> int | None:
     return None
 
 
+def _labelled_block(lines: list[str]) -> bool:
+    """A block of srun-labelled lines inside an unlabelled log (a console where only the failure's lines came
+    through `srun --label`): four consecutive lines with the same label. A numbered list never repeats its number."""
+    run, last = 0, None
+    for ln in lines:
+        m = SRUN_LABEL_RE.match(ln) if ln[:1] in " 0123456789P" else None
+        label = m.group("rank") if m else None
+        run = run + 1 if label is not None and label == last else (1 if label is not None else 0)
+        last = label
+        if run >= 4:
+            return True
+    return False
+
+
 class _Scheme:
     """File-level prefix schemes that are too ambiguous to accept per line (srun labels, pdsh host prefixes)."""
 
@@ -157,7 +171,7 @@ class _Scheme:
         # both prefixes end in ": " within the first few dozen characters: test that before any regex
         head_lines = [ln for ln in head_lines if 0 < ln.find(": ", 0, 80)]
         labels = sum(1 for ln in head_lines if ln[:1] in " 0123456789P" and SRUN_LABEL_RE.match(ln))
-        self.srun = labels >= max(3, n // 3)
+        self.srun = labels >= max(3, n // 3) or (labels >= 8 and _labelled_block(head_lines_all))
         hosts: dict[str, int] = {}
         for ln in head_lines:
             m = HOST_PREFIX_RE.match(ln) if ":" not in ln[:ln.find(": ")] else None

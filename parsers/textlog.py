@@ -7,7 +7,7 @@ import functools
 from postmortem.parsers import formats as fmts
 from postmortem.parsers import prefilter
 from postmortem.parsers.base import ParseResult, register
-from postmortem.parsers import dumps_in_logs, embedded, learned_prefix
+from postmortem.parsers import actor_ranks, dumps_in_logs, embedded, learned_prefix
 from postmortem.parsers.prefixes import strip_prefixes
 from postmortem.parsers.steps import parse_step
 from postmortem.parsers import rich_wrap, spawn_block, tb_shapes
@@ -103,8 +103,11 @@ def parse_textlog(source: Source) -> ParseResult:
                 if lm.group("rank") is not None and "rank" not in carry:
                     carry = {**carry, "rank": int(lm.group("rank"))}
                 continue
-            rank = spawned.rank_for(message, _line_rank(info, message, base_rank))
+            dedup = info.get("ray_dedup", False)
+            rank = None if dedup else spawned.rank_for(message, _line_rank(info, message, base_rank))
             ctx = {"rank": rank, "host": info.get("host") or source.host, "ts": _ts(info.get("ts"))}
+            if dedup and (steps_only or parse_step(message)):
+                continue  # Ray's grouped line: its step numbers are one actor's of many
             if steps_only:  # a sampled progress/step line from the prefilter: nothing but its step row
                 st = parse_step(message)
                 if not st and not dump and _plain_line(message) and (plain is None or lineno > plain[0]):
@@ -114,7 +117,13 @@ def parse_textlog(source: Source) -> ParseResult:
                                "ts": ctx["ts"]})
                     steps.add(st)
                 continue
-            key = rank if rank is not None else info.get("host")
+            key = ("ray-dedup",) if dedup else rank if rank is not None else info.get("host")
+            snippet = None if dump else actor_ranks.snippet_ranks(message)
+            if snippet:
+                # (the `Rank 0` in the header is no prefix: the stream is the line's own, as its prefixes give it)
+                own = info.get("rank") if info.get("rank") is not None else base_rank
+                tbs.for_ranks(own if own is not None else info.get("host"), snippet)
+                continue
             consumed = False if dump else wrapped.feed(tbs, shapes, key, lineno, message, ctx)
             summary.feed(lineno, message)
             if consumed:

@@ -11,6 +11,10 @@ from postmortem.parsers.line_shapes import (ANY_EXC_RE, _BARE_EXC_NAMES, CARET_R
                                             MAX_TRACEBACKS_PER_SIGNATURE)
 
 
+# stream keys whose lines summarise several processes (Ray's `[repeated Nx across cluster]` lines)
+SUMMARY_KEYS = frozenset({("ray-dedup",)})
+
+
 class _TracebackCollector:
     """Per-stream state machine that assembles (possibly interleaved, excerpted) Python tracebacks."""
 
@@ -23,6 +27,7 @@ class _TracebackCollector:
         self.per_signature: dict = {}  # (exc_type, user frame) -> tracebacks seen
         self.tail: dict = {}           # signature -> the last traceback beyond the cap (added at finish)
         self.dropped = 0
+        self.fanout: dict = {}         # stream key -> ranks the next traceback of that stream stands for
 
     def feed(self, key, lineno: int, message: str, ctx: dict) -> bool:
         """Consume a line if it belongs to a traceback; True when consumed."""
@@ -88,6 +93,21 @@ class _TracebackCollector:
                "ts": ctx.get("ts"), "exc_type": exc_type or "<truncated>", "exc_message": (exc_msg or "")[:2000],
                "frames": frames, "last_user_frame": _last_user_frame(frames),
                "chained_from": tb["chained_from"], "end_line": end_line or tb["last_frame_line"]}
+        ranks = self.fanout.pop(key, None)
+        if (ranks and row["rank"] is None) or key in SUMMARY_KEYS:
+            # a summary's frames are cut (`... (Output truncated) ...`) or grouped from several processes: they are
+            # no call site; what the ranks raised is what it tells
+            row["frames"], row["last_user_frame"] = [], None
+        if ranks and row["rank"] is None:
+            # one traceback printed for several ranks (Ray Train's `[Rank 0,4,5 Error Snippet]:`): a row for each
+            added = [self._add({**row, "rank": r}) for r in ranks][-1]
+        else:
+            added = self._add(row)
+        if added:
+            self.last_closed[key] = self.count - 1
+
+    def _add(self, row: dict) -> bool:
+        """Store a row unless its signature is over the cap (then it may be kept as that signature's latest)."""
         fr = row["last_user_frame"] or {}
         sig = (row["exc_type"], fr.get("file"), fr.get("func"), row["rank"])
         n = self.per_signature.get(sig, 0)
@@ -98,10 +118,15 @@ class _TracebackCollector:
                 self.dropped += 1
             if sig in self.tail or len(self.tail) < MAX_TRACEBACKS:
                 self.tail[sig] = row
-            return
+            return False
         self.result.add("tracebacks", row)
-        self.last_closed[key] = self.count
         self.count += 1
+        return True
+
+    def for_ranks(self, key, ranks: list[int]) -> None:
+        """The next traceback of stream `key` was printed on behalf of `ranks` (a summary of several workers)."""
+        self.open.pop(key, None)
+        self.fanout[key] = ranks
 
     def finish(self) -> None:
         for key in list(self.open):

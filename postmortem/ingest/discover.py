@@ -39,8 +39,10 @@ class Source:
 
 
 _PATH_RANK_PATTERNS = [
-    # torchrun --log-dir: <run>/attempt_K/<local_rank>/{stdout,stderr}.log|error.json
-    (re.compile(r"attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/(?:std(?:out|err)\.log|error\.json)(?:\.gz)?$"), "local"),
+    # torchrun --log-dir: <run>/attempt_K/<local_rank>/{stdout,stderr}.log|error.json (a collector that archives
+    # them may put them a folder or two further down: the numbered folder under attempt_K still names the rank)
+    (re.compile(r"attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/(?:[^/]{1,64}/){0,2}(?:std(?:out|err)\.log|error\.json)"
+                r"(?:\.gz)?$"), "local"),
     (re.compile(r"(?:^|[/_.-])nccl_trace_rank_(?P<rank>\d+)", re.I), "global"),
     (re.compile(r"(?:^|[/_.-])rank[_-]?(?P<rank>\d+)(?=[/_.-]|$)", re.I), "global"),
     (re.compile(r"_dump_(?P<rank>\d+)(?:\.\w+)*$"), "global"),

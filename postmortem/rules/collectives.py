@@ -220,6 +220,8 @@ def straggler(tables):
                                   "evaluation on the main process (rank 0) only; rank 0 reports no timeout"))
             by_convention = True
     culprit = Counter(r for r, _ in candidates).most_common(1)[0][0] if candidates else None
+    if work is not None and culprit is not None and work[0].rank is not None and work[0].rank != culprit:
+        work, weak_work = None, False  # another rank's progress is no sign of what the culprit was doing
     reasons = [why for r, why in candidates if r == culprit]
     conf = 0.55
     if culprit is not None and work is not None:

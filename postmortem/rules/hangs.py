@@ -140,11 +140,13 @@ def odd_rank_stack(tables):
     cls = {u: classify_thread(fr, act) for u, fr, act in zip(latest["_unit"], latest["frames"], latest["active"])}
     # A rank in autograd's backward while others wait in collectives, or that reported the timeout itself, waits in
     # DDP's gradient all-reduce there (py-spy without --native shows no frame below backward).
-    others_wait = any(c == "collective_wait" for c in cls.values())
     waited = _reported_waiting(tables)
-    for u, fr in zip(latest["_unit"], latest["frames"]):
-        if cls[u] == "compute" and (others_wait or u in waited) and waits_inside_backward(fr):
-            cls[u] = "collective_wait"
+    # (twice: once a reporter is seen waiting in backward, a silent rank at that same place waits with it)
+    for _ in range(2):
+        others_wait = any(c == "collective_wait" for c in cls.values())
+        for u, fr in zip(latest["_unit"], latest["frames"]):
+            if cls[u] == "compute" and (others_wait or u in waited) and waits_inside_backward(fr):
+                cls[u] = "collective_wait"
     rows = dict(zip(latest["_unit"], latest.to_dict("records")))
     waiting = [u for u, c in cls.items() if c == "collective_wait"]
     odd = [u for u, c in cls.items() if c != "collective_wait"]
