@@ -122,7 +122,7 @@ def parse_textlog(source: Source) -> ParseResult:
             if snippet:
                 # (the `Rank 0` in the header is no prefix: the stream is the line's own, as its prefixes give it)
                 own = info.get("rank") if info.get("rank") is not None else base_rank
-                tbs.for_ranks(own if own is not None else info.get("host"), snippet)
+                tbs.for_ranks(own if own is not None else info.get("host"), snippet, lineno)
                 continue
             consumed = False if dump else wrapped.feed(tbs, shapes, key, lineno, message, ctx)
             summary.feed(lineno, message)

@@ -13,6 +13,7 @@ from postmortem.parsers.line_shapes import (ANY_EXC_RE, _BARE_EXC_NAMES, CARET_R
 
 # stream keys whose lines summarise several processes (Ray's `[repeated Nx across cluster]` lines)
 SUMMARY_KEYS = frozenset({("ray-dedup",)})
+SUMMARY_REACH = 3  # lines between a summary's `[Rank 0,4,5 Error Snippet]:` header and the traceback it introduces
 
 
 class _TracebackCollector:
@@ -78,8 +79,11 @@ class _TracebackCollector:
         return False
 
     def _new(self, lineno: int, ctx: dict, key) -> dict:
+        header = self.fanout.pop(key, None)
+        # a summary header stands for the traceback that starts right under it, not for a later one
+        ranks = header[0] if header is not None and 0 < lineno - header[1] <= SUMMARY_REACH else None
         return {"line": lineno, "ctx": dict(ctx), "frames": [], "last_frame_line": lineno,
-                "chained_from": self.pending_chain.pop(key, None)}
+                "chained_from": self.pending_chain.pop(key, None), "for_ranks": ranks}
 
     def _close(self, key, exc_type, exc_msg, end_line=None) -> None:
         tb = self.open.pop(key, None)
@@ -93,7 +97,7 @@ class _TracebackCollector:
                "ts": ctx.get("ts"), "exc_type": exc_type or "<truncated>", "exc_message": (exc_msg or "")[:2000],
                "frames": frames, "last_user_frame": _last_user_frame(frames),
                "chained_from": tb["chained_from"], "end_line": end_line or tb["last_frame_line"]}
-        ranks = self.fanout.pop(key, None)
+        ranks = tb.get("for_ranks")
         if (ranks and row["rank"] is None) or key in SUMMARY_KEYS:
             # a summary's frames are cut (`... (Output truncated) ...`) or grouped from several processes: they are
             # no call site; what the ranks raised is what it tells
@@ -123,10 +127,11 @@ class _TracebackCollector:
         self.count += 1
         return True
 
-    def for_ranks(self, key, ranks: list[int]) -> None:
-        """The next traceback of stream `key` was printed on behalf of `ranks` (a summary of several workers)."""
-        self.open.pop(key, None)
-        self.fanout[key] = ranks
+    def for_ranks(self, key, ranks: list[int], lineno: int) -> None:
+        """The traceback starting right after line `lineno` of stream `key` was printed on behalf of `ranks` (a
+        summary of several workers)."""
+        self._close(key, None, None)
+        self.fanout[key] = (ranks, lineno)
 
     def finish(self) -> None:
         for key in list(self.open):

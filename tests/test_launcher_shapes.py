@@ -59,6 +59,44 @@ def test_ray_worker_traceback_is_ranked_and_named_culprit():
     assert list(a.verdict.culprit_ranks) == _expect(RAY)["culprit_ranks"]
 
 
+RAY_LONG_EVAL = os.path.join(CASES, "straggler__long-eval-ray-train-6r-1")
+RAY_OS_EXIT = os.path.join(CASES, "rank_crash__os-exit-ray-train-5r-1")
+
+
+def test_ray_deduplicated_lines_are_no_ranks_facts():
+    """`rank=5 step 10 loss ... [repeated 59x across cluster] (Ray deduplicates logs ...)` stands for 59 lines of
+    several workers: it gives no rank a step, and its traceback lines build no rank's traceback."""
+    lines = _lines(os.path.join(RAY_LONG_EVAL, "console.log"))
+    grouped = [ln for ln in lines if "across cluster]" in ln]
+    assert any("Ray deduplicates logs" in ln for ln in grouped)
+    ar = actor_ranks.ActorRanks(lines[:200])
+    for ln in grouped:
+        info: dict = {}
+        cut = ar.note(ln, info)
+        assert info.get("ray_dedup") and "rank" not in info and "across cluster" not in cut
+    a = _verdict(RAY_LONG_EVAL)
+    assert 5 not in set(a.tables.steps["rank"].dropna().astype(int))  # its only step line is a grouped one
+
+
+def test_ray_error_snippet_header_names_the_ranks():
+    assert actor_ranks.snippet_ranks("[Rank 0,4,5 Error Snippet]:") == [0, 4, 5]
+    assert actor_ranks.snippet_ranks("[Rank 2, 3 Error Snippet]:") == [2, 3]
+    assert actor_ranks.snippet_ranks("see [Rank 0 Error Snippet]: above") is None
+    assert actor_ranks.snippet_ranks("Rank 0 finished") is None
+
+
+@pytest.mark.parametrize("case", [RAY_LONG_EVAL, RAY_OS_EXIT], ids=os.path.basename)
+def test_ray_worker_group_error_tells_how_each_rank_ended(case):
+    """Ray Train's WorkerGroupError lists the ranks that raised (`[Rank 0,4,5 Error Snippet]:`); the rank it does not
+    list is the one that did not fail like the others: the culprit (long evaluation; os._exit without a word)."""
+    a = _verdict(case)
+    expect = _expect(case)
+    snippet_ranks = set(a.tables.tracebacks["rank"].dropna().astype(int))
+    assert set(expect["culprit_ranks"]).isdisjoint(snippet_ranks)
+    assert a.verdict.category in expect["categories"]
+    assert list(a.verdict.culprit_ranks) == expect["culprit_ranks"]
+
+
 # ---- Open MPI's mpirun endings
 @pytest.mark.parametrize("case,rank,signal", [(MPI_SEGV, "2", "11"), (MPI_ABORT, "2", "6")])
 def test_mpirun_noticed_line_names_rank_and_signal(case, rank, signal):

@@ -1,0 +1,95 @@
+"""The same real incident written in another shape keeps its verdict: shared re-runs (real torchrun/gloo jobs)
+re-shaped as a log collector, another launcher or a healthy start-up would write them (the transforms of
+../shared/tools/perturb_corpus.py, done here in a few lines each). A verdict that changes with the shape was resting
+on the shape, not on the evidence."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shutil
+
+import pytest
+
+import postmortem
+from postmortem.ingest.discover import path_hints
+
+REALRUNS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "realruns")
+
+
+def _case(name: str, tmp_path) -> str:
+    src = os.path.join(REALRUNS, name)
+    if not os.path.isdir(src):
+        pytest.skip("shared re-runs not present")
+    dst = tmp_path / name
+    shutil.copytree(src, dst)
+    return str(dst)
+
+
+def _logs(case: str):
+    for dp, _, fns in os.walk(case):
+        for fn in fns:
+            if fn != "case.json":
+                yield os.path.join(dp, fn)
+
+
+def _verdict(case: str) -> tuple:
+    v = json.loads(postmortem.analyze(case, quiet=True).to_json())["verdict"]
+    return v["category"], sorted(v["culprit_ranks"])
+
+
+def _expected(case: str) -> tuple[list, list]:
+    e = json.load(open(os.path.join(case, "case.json")))["expect"]
+    return e["categories"], sorted(e["culprit_ranks"])
+
+
+def test_torchrun_rank_folder_names_the_rank_a_folder_further_down():
+    assert path_hints("tlogs/x/attempt_2/3/stdout.log")["local_rank"] == 3
+    assert path_hints("tlogs/x/attempt_2/3/job/stdout.log.gz") == {"local_rank": 3, "attempt": 2}
+    assert "local_rank" not in path_hints("tlogs/x/attempt_2/notes/stdout.log")
+
+
+@pytest.mark.parametrize("name", ["barrier_skew__rank0-only-barrier-after-fit-4ranks",
+                                  "rank_crash__truncated-jsonl-record-restarts-die-in-gloo-rendezvous-rank3-4ranks"])
+def test_gzipped_a_folder_down(name, tmp_path):
+    """A collector gzips every log and moves it one folder down (torchrun's attempt_K/<rank>/ layout included)."""
+    case = _case(name, tmp_path)
+    for f in list(_logs(case)):
+        d = os.path.join(os.path.dirname(f), "job")
+        os.makedirs(d, exist_ok=True)
+        with open(f, "rb") as src, gzip.open(os.path.join(d, os.path.basename(f) + ".gz"), "wb") as out:
+            out.write(src.read())
+        os.remove(f)
+    cats, culprits = _expected(case)
+    cat, got = _verdict(case)
+    assert cat in cats and got == culprits
+
+
+def test_srun_labels_on_the_failure_block_only(tmp_path):
+    """`[rankN]:` prefixes rewritten as srun --label's `N: `: the labelled block sits inside a console whose other
+    lines (the job's own logger) carry no label; monitored_barrier's report still names rank 3."""
+    case = _case("straggler__email-regex-backtracking-monitored-barrier-rank3-4ranks", tmp_path)
+    console = os.path.join(case, "console.log")
+    text = open(console, encoding="utf-8").read()
+    relabelled = re.sub(r"(?m)^\[rank(\d+)\]:", r"\1: ", text)
+    assert relabelled != text
+    open(console, "w", encoding="utf-8").write(relabelled)
+    cats, culprits = _expected(case)
+    cat, got = _verdict(case)
+    assert cat in cats and got == culprits
+
+
+def test_shard_loading_bars_of_other_ranks_are_not_the_culprits_work(tmp_path):
+    """Every rank's file starts with a healthy start-up (checkpoint-shard loading bars, NCCL INFO): a waiting rank's
+    progress bar is not what the rank the others waited for was doing."""
+    case = _case("nccl_error__master-port-held-by-notebook-pg-eaddrinuse-4ranks", tmp_path)
+    start = ["node01:4101:4202 [1] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"] + [
+        f"Loading checkpoint shards:  {p}%|{'#' * (p // 10):10}| {p * 4 // 100}/4 [00:0{p % 10}<00:10,  2.51s/it]"
+        for p in range(0, 101, 25)]
+    for f in _logs(case):
+        text = open(f, encoding="utf-8", errors="replace").read()
+        open(f, "w", encoding="utf-8").write("\n".join(start) + "\n" + text)
+    cats, culprits = _expected(case)
+    cat, got = _verdict(case)
+    assert cat in cats and got == culprits
