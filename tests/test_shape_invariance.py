@@ -93,3 +93,18 @@ def test_shard_loading_bars_of_other_ranks_are_not_the_culprits_work(tmp_path):
     cats, culprits = _expected(case)
     cat, got = _verdict(case)
     assert cat in cats and got == culprits
+
+
+def test_a_pasted_ddp_warning_is_a_jobs_output(tmp_path):
+    """The corpus's sam2 post is only DDP's grad-strides warning (four lines): PyTorch's words make it a job's output
+    to judge (no_failure), not 'nothing looks like training' (a stray control byte once ended the word pattern)."""
+    from postmortem.ingest import recognised
+    src = os.path.join(REALRUNS, "..", "corpus", "no_failure__sam2-ddp-grad-strides-bucket-view-warning", "console.log")
+    if not os.path.isfile(src):
+        pytest.skip("shared corpus not present")
+    assert recognised._has_training_words([src])
+    assert recognised._TRAINING_WORDS.pattern.endswith(rb"\b")
+    (tmp_path / "notes.txt").write_text("Shopping list: eggs, milk, bread.\nCall the plumber on Monday.\n")
+    assert not recognised._has_training_words([str(tmp_path / "notes.txt")])
+    cat, _ = _verdict(os.path.dirname(src))
+    assert cat == "no_failure"

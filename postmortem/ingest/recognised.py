@@ -21,7 +21,7 @@ _TRAINING_WORDS = re.compile(rb"(?i)\b(loss|epoch|step|steps|train|training|rank
                              rb"eval|accelerate|deepspeed|lightning|wandb|tensorboard|ddp|fsdp|distributed|c10d|backward|forward|grad|"
                              rb"grads|gradient|gradients|autograd|tensor|tensors|pytorch|reducer|cudnn|fp16|bf16|amp|megatron|"
                              rb"slurm|srun|mpirun|horovod|ray|rocm|hip|rccl|gloo|worker|workers|weights|param|params|"
-                             rb"parameters)")
+                             rb"parameters)\b")
 HEAD_BYTES = 65536
 MAX_FILES_READ = 32
 

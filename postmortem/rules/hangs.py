@@ -220,9 +220,10 @@ _KIND_FIX = {
 
 
 def _late(tables, odd: list[int], others: list[int]) -> bool:
-    """The odd ranks lost their peer while all the others timed out: they reached their collective late."""
+    """The odd ranks lost their peer while all the others timed out: they reached their collective late. (With one
+    other rank this is only which of two timed out first: no sign of lateness.)"""
     ranks = tables.frames.get("ranks")
-    if ranks is None or ranks.empty or not odd or not others or "end" not in ranks.columns:
+    if ranks is None or ranks.empty or not odd or len(others) < 2 or "end" not in ranks.columns:
         return False
     end = dict(zip(ranks["rank"].tolist(), ranks["end"].tolist()))
     return all(end.get(r) == "lost_peer" for r in odd) and all(end.get(r) == "waiting" for r in others)
