@@ -233,3 +233,18 @@ def test_a_level_word_before_rank_n_keeps_the_rank():
     msg, info = strip_prefixes(line)
     assert msg.startswith("INFO rank 2:") and message_rank(msg) == 2
     assert message_rank("INFO the rank 2: x") is None and message_rank("INFO - rank 3: x") is None
+
+
+@pytest.mark.parametrize("name", ["ddp_usage_error__ddp-mark-ready-twice-notebook-2r-1",
+                                  "ddp_usage_error__ddp-unused-params-ray-train-4r-1",
+                                  "ddp_usage_error__ddp-param-mismatch-accelerate-3r-1"])
+def test_a_reducer_error_shown_for_one_rank_only_names_no_culprit(name):
+    """mp.spawn prints the first failing child's traceback only and Ray groups the others' identical errors: DDP's
+    reducer error (every rank's model is the same) shown for one rank makes it no culprit, and how the ranks ended
+    lends it none either. A parameter mismatch (one rank's model differs) still names that rank."""
+    case = os.path.join(CASES, name)
+    if not os.path.isdir(case):
+        pytest.skip("lab case not present")
+    a = _verdict(case)
+    assert a.verdict.category == "ddp_usage_error"
+    assert list(a.verdict.culprit_ranks) == _expect(case)["culprit_ranks"]

@@ -147,14 +147,16 @@ def ddp_unused(tables):
     d = facts.fatal(tables, facts.ev(tables, "ddp_error"))
     if d.empty:
         return []
+    culprits = _mismatch_reference(tables, d) or _lone(tables, facts.ranks_of(d))
+    # a reducer error of the model itself (not one rank's different parameters) is every rank's alike
+    alike = not culprits and not d["message"].astype(str).str.contains("appears not to match", regex=False).any()
     return [Finding(rule="ddp-unused-parameters", category="ddp_usage_error", confidence=0.9, severity="error",
                     title="DDP reducer error: unused or mismatched parameters",
                     explanation="DDP expected a gradient for every parameter in each iteration; some parameters took "
                                 "no part in the loss (" + clip(str(d.iloc[0]["message"]), 200) + ").",
                     remediation="Remove the unused modules or use find_unused_parameters=True; make data-dependent "
                                 "branches run on every rank.",
-                    culprit_ranks=_mismatch_reference(tables, d) or _lone(tables, facts.ranks_of(d)),
-                    evidence=facts.evidence_from(d, 3),
+                    culprit_ranks=culprits, alike=alike, evidence=facts.evidence_from(d, 3),
                     order=facts.order_key(d.iloc[0]), explains=("rank_crash", "collective_timeout", "barrier_skew"))]
 
 
@@ -184,11 +186,33 @@ def _mismatch_reference(tables, d) -> list[int]:
 
 
 def _lone(tables, ranks: list[int]) -> list[int]:
-    """A rank stands out only when it alone reports the error in a multi-rank job (or the job has one rank)."""
+    """A rank stands out only when it alone reports the error in a multi-rank job (or the job has one rank), and the
+    others show they were elsewhere: waiting for it in a collective, losing it as a peer, or another error of their
+    own. DDP's reducer errors hit every rank of a model alike; when the launcher shows only the first failing child
+    (mp.spawn) or groups the others' identical errors (Ray), the one reporter is no odd one out."""
     ws = tables.meta.get("world_size") or 1
-    if len(ranks) == 1 and (ws > 1 or ws == 1):
-        return ranks if not (tables.tracebacks["rank"].nunique() > 1 and _same_error_everywhere(tables)) else []
-    return []
+    if len(ranks) != 1:
+        return []
+    if tables.tracebacks["rank"].nunique() > 1 and _same_error_everywhere(tables):
+        return []
+    if ws > 1 and not _others_elsewhere(tables, ranks[0]):
+        return []
+    return ranks
+
+
+def _others_elsewhere(tables, rank: int) -> bool:
+    """Some other rank ended in a collective (waiting, a lost peer) or with an exception of another class."""
+    from postmortem.ranks.ends import IN_COLLECTIVE_ENDS
+    table = tables.frames.get("ranks")
+    if table is None or table.empty or "end" not in table.columns:
+        return True  # no end states to compare: keep the reporter
+    others = table[table["rank"] != rank]
+    if others["end"].isin(list(IN_COLLECTIVE_ENDS)).any():
+        return True
+    tb = tables.tracebacks
+    own = set(tb.loc[tb["rank"] == rank, "exc_type"])
+    theirs = tb[tb["rank"].notna() & (tb["rank"] != rank) & (tb["exc_type"] != "<truncated>")]
+    return bool(len(theirs)) and not set(theirs["exc_type"]) <= own
 
 
 def _same_error_everywhere(tables) -> bool:

@@ -68,7 +68,7 @@ def _follow_culprits(root: Finding, culprits, ranks) -> None:
     is strong enough), and stays hedged when none can be named although several ranks' ends are known."""
     if root.category == "no_failure" or culprits is None or (root.category == "job_stopped" and root.explains):
         return  # (a job stopped while healthy: no rank is to blame; the `explains` of a stop that cut a healthy job)
-    if not root.culprit_ranks and culprits.ranks and culprits.strength >= LEND_STRENGTH:
+    if not root.culprit_ranks and culprits.ranks and culprits.strength >= LEND_STRENGTH and not root.alike:
         root.culprit_ranks = list(culprits.ranks)
         root.affected_ranks = sorted((set(root.affected_ranks) | set(culprits.affected)) - set(culprits.ranks))
         root.explanation = f"{root.explanation} Culprit from how the ranks ended: {culprits.reason}."

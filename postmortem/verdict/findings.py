@@ -53,6 +53,9 @@ class Finding:
     reason: str | None = None          # job_stopped: time_limit, preemption, cancelled, node_failure, eviction, ...
     order: tuple = (1, float("inf"))   # (has-order-info, position): earlier = smaller; internal, not serialised
     explains: tuple[str, ...] = ()      # categories this finding, if root, explains as cascades
+    # the mechanism hits every rank alike (a DDP reducer error of the model): no culprit is lent from how the ranks
+    # ended, where the launcher showed one rank's error only; internal, not serialised
+    alike: bool = False
 
     def __post_init__(self):
         if self.category not in CATEGORIES:
