@@ -2,7 +2,7 @@
 
 usage: python benchmarks/next_action_table.py CASES_DIR [CASES_DIR ...] [-j JOBS]
 
-Every folder with a case.json is analysed (postmortem's API, one process per case); the established category is the
+Every folder with a case.json (or a sample's expected.json) is analysed (postmortem's API, one process per case); the established category is the
 first of case.json's expect.categories. An action agrees when it is what that cause calls for: `change` for a fault
 of the workload, `drain` for a GPU fault, `none` for a clean run, `restart` for a scheduler's ending, `investigate`
 for a bare timeout or an unknown cause; an NCCL error may be any of restart/drain/investigate/change (a flaky link
@@ -27,8 +27,12 @@ EXPECTED = {**{c: {"change"} for c in WORKLOAD}, "gpu_hardware": {"drain"}, "no_
 def judge(path: str) -> dict:
     """The case's established category, the verdict's category and its next action."""
     import postmortem
-    with open(os.path.join(path, "case.json"), encoding="utf-8") as f:
-        expect = json.load(f)["expect"]
+    if os.path.isfile(os.path.join(path, "case.json")):
+        with open(os.path.join(path, "case.json"), encoding="utf-8") as f:
+            expect = json.load(f)["expect"]
+    else:  # a bundled sample: samples/<name>/expected.json
+        with open(os.path.join(path, "expected.json"), encoding="utf-8") as f:
+            expect = {"categories": [json.load(f)["category"]]}
     try:
         v = json.loads(postmortem.analyze(path, quiet=True).to_json()).get("verdict") or {}
     except Exception as exc:  # noqa: BLE001 - a case that fails to analyse is a row of its own
@@ -61,7 +65,8 @@ def main(argv=None) -> int:
     ap.add_argument("-j", type=int, default=os.cpu_count() or 1)
     a = ap.parse_args(argv)
     for d in a.dirs:
-        cases = sorted(os.path.join(d, n) for n in os.listdir(d) if os.path.isfile(os.path.join(d, n, "case.json")))
+        cases = sorted(os.path.join(d, n) for n in os.listdir(d)
+                       if any(os.path.isfile(os.path.join(d, n, f)) for f in ("case.json", "expected.json")))
         with cf.ProcessPoolExecutor(a.j) as pool:
             rows = list(pool.map(judge, cases))
         sys.stdout.write(table(rows, d) + "\n")

@@ -150,3 +150,21 @@ def test_a_killed_worker_has_no_user_exception():
 
 def test_evidence_dataclass_is_shared():
     assert Evidence("a", 1, 0, "x").rank == 0
+
+
+def _citations():
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import culprit_citations
+    return culprit_citations
+
+
+@pytest.mark.parametrize("name", sorted(n for n in os.listdir(os.path.join(ROOT, "samples"))
+                                        if os.path.isfile(os.path.join(ROOT, "samples", n, "expected.json"))))
+def test_a_sample_verdict_rests_on_its_culprits_own_line(name):
+    """Every bundled sample whose verdict names culprits cites a line of a culprit rank, and its sentence gives no
+    victim's error (a rank that only waited or lost its peer) as the culprit's (benchmarks/culprit_citations.py runs
+    the same check over the lab and the shared re-runs)."""
+    r = _citations().check(os.path.join(ROOT, "samples", name))
+    assert r["cites_culprit"], r
+    assert r["victim_error_in_summary"] is None, r
