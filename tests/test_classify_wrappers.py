@@ -77,3 +77,17 @@ def test_write_under_a_library_or_a_save_is_not_logging():
     assert classify_thread(torch_save, False) == "checkpoint_io"
     # without --native the write is not seen: a bare user line that is idle says nothing
     assert classify_thread([{"file": "train.py", "line": 50, "func": "main"}], False) == "unknown"
+
+
+def test_a_logger_thread_resting_beside_a_busy_main_thread_blocks_nothing():
+    """Real HF Trainer run: rank 0's callback computes a slow metric (main thread active in on_step_end) while tqdm's
+    monitor thread rests in Event.wait, as it always does. The rank is busy, not blocked in a logger."""
+    case = os.path.join(ROOT, "benchmarks", "lab", "cases", "straggler__hf-long-step-metric-hf-trainer-2r-1")
+    if not os.path.isdir(case):
+        pytest.skip("lab case not present")
+    a = postmortem.analyze(case, jobs=1, quiet=True)
+    st = a.tables.stacks
+    monitor = st[(st["rank"] == 0) & (st["thread_name"] == "tqdm_monitor")]
+    assert len(monitor) and classify_frames(monitor.iloc[0]["frames"]) == "logging"  # the thread alone says logging
+    assert (a.verdict.category, a.verdict.culprit_ranks) == ("straggler", [0])
+    assert "logger-blocks-loop" not in set(a.findings["rule"])

@@ -51,6 +51,25 @@ def _stack_ev(row, cls: str) -> Evidence:
                     f"{row['thread_name'] or 'thread'} [{cls}] in {_innermost_user(row['frames'])}")
 
 
+_MAIN_ELSEWHERE = ("compute", "collective_wait", "data_loading", "checkpoint_io")
+
+
+def _loop_blocking(st: pd.DataFrame, cls: pd.Series, logging_rows: pd.DataFrame) -> pd.DataFrame:
+    """The logging stacks that can be what holds the loop: a main thread's, or a logger's own thread (tqdm's monitor,
+    wandb's sender) while its process's main thread is not busy elsewhere. A logger thread resting in its wait beside
+    a main thread that computes, waits in a collective or runs the user's code (py-spy: active) blocks nothing."""
+    if logging_rows.empty:
+        return logging_rows
+    main = st[st["thread_name"] == "MainThread"]
+    busy = set()
+    for key, c, act in zip(zip(main["source"], main["pid"]), cls[main.index], main["active"]):
+        if c in _MAIN_ELSEWHERE or act is True:
+            busy.add(key)
+    keep = [(name == "MainThread") or ((src, pid) not in busy) for name, src, pid in
+            zip(logging_rows["thread_name"], logging_rows["source"], logging_rows["pid"])]
+    return logging_rows[keep]
+
+
 @rule(id="logger-blocks-loop", title="A logger blocked the training loop", category="logging_blocking",
       severity="critical",
       description="A stack shows a thread (usually the main one) blocked inside wandb/tensorboard/tqdm/rich — a full "
@@ -65,7 +84,7 @@ def logger_blocks(tables):
     blocked = pd.DataFrame()
     if len(st):
         cls = st["frames"].map(_classify)
-        blocked = st[cls == "logging"]
+        blocked = _loop_blocking(st, cls, st[cls == "logging"])
     wb = facts.ev(tables, "wandb")
     retry = wb[wb["details"].map(lambda a: "retry" in a)] if len(wb) else wb
     finish = wb[wb["details"].map(lambda a: a.get("exit_ret") in ("None", None) and "exit_ret" in a)] if len(wb) else wb
