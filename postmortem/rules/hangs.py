@@ -211,15 +211,27 @@ def odd_rank_stack(tables):
             minority_site = sites.most_common()[-1][0]
             odd = [u for u in waiting if _innermost_user(rows[u]["frames"]) == minority_site]
             late = _late(tables, ranks(odd), ranks([u for u in waiting if u not in odd]))
+            culprit = ranks(odd) if len(odd) * 2 < len(waiting) else []
+            left = ""
+            if not culprit:
+                # no minority (two ranks mirror each other): the side waiting outside the training step (a barrier
+                # after the loop, an evaluation's gather) while the other waits in the step's own collective is the
+                # one whose sequence left the common path (an extra or a skipped batch, a rank-only branch)
+                outside = [u for u in waiting if not _in_step(rows[u]["frames"])]
+                if outside and len(outside) * 2 <= len(waiting) and len(outside) < len(waiting):
+                    culprit = ranks(outside)
+                    left = (f" {sentence_case(_names(outside))} waited outside the training step while the others "
+                            "waited in the step's own collective: "
+                            f"{'its' if len(outside) == 1 else 'their'} sequence left the common path.")
             return [Finding(rule="odd-rank-out-stack", category="straggler" if late else "barrier_skew",
-                            confidence=0.8, severity="critical",
+                            confidence=0.8 if not left else 0.72, severity="critical",
                             title="Ranks wait in different collectives",
                             explanation="The stack dumps show ranks blocked in different collective call sites: "
                                         + "; ".join(f"{n} process(es) at {s}" for s, n in sites.items())
-                                        + ". They will never match: the code paths diverged.",
+                                        + ". They will never match: the code paths diverged." + left,
                             remediation="Make every rank call the same collectives in the same order.",
-                            culprit_ranks=ranks(odd) if len(odd) * 2 < len(waiting) else [],
-                            affected_ranks=ranks([u for u in waiting if u not in odd]),
+                            culprit_ranks=culprit,
+                            affected_ranks=ranks([u for u in waiting if u not in (culprit or odd)]),
                             evidence=[_stack_ev(rows[u], "collective_wait") for u in waiting[:6]],
                             order=(1, float("inf")), explains=("collective_timeout", "straggler"))]
     return []
@@ -236,6 +248,12 @@ _KIND_FIX = {
     "data_loading": "{who} is stuck loading data ({where}): check the DataLoader workers and the storage they read "
                     "from; num_workers=0 reproduces it in the main process.",
 }
+
+
+def _in_step(frames) -> bool:
+    """A stack inside the training step: autograd's backward (DDP's gradient all-reduce) or a step frame."""
+    return waits_inside_backward(frames) or any(STEP_FRAMES.search(str(f.get("func") or "").rsplit(".", 1)[-1])
+                                                for f in frames or [] if not f.get("native"))
 
 
 def _late(tables, odd: list[int], others: list[int]) -> bool:
