@@ -187,6 +187,12 @@ class _Scheme:
         self.learned = None if self.jsonl else _learned_prefix(head_lines_all)
         self.actors = actor_ranks.scheme_for(head_lines_all)  # Ray actors' `(Name pid=P)` prefixes -> ranks
 
+    def learn_from(self, lines: list[str]) -> None:
+        """A collector prefix the head did not show, learned from other lines of the file (its end): a job's
+        output after a long start-up that a collector did not prefix (or prefixed otherwise)."""
+        if self.learned is None and not self.jsonl and lines:
+            self.learned = _learned_prefix(lines)
+
     @property
     def active(self) -> bool:
         return bool(self.srun or self.hosts or self.learned or self.actors is not None)

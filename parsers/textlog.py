@@ -69,6 +69,11 @@ def parse_textlog(source: Source) -> ParseResult:
     base_rank = source.rank if source.rank is not None else source.local_rank
     scanner, head_texts, items = _line_source(source, stats)
     scheme = _Scheme(head_texts)
+    if scheme.learned is None and not scheme.active and len(head_texts) > END_SAMPLE_LINES:
+        # a long start-up (library chatter) before the job's own prefixed lines: learn the prefix from the end
+        end = (head_texts[-END_SAMPLE_LINES:] if len(head_texts) < SCHEME_SAMPLE else
+               [] if source.compression else _end_lines(source.path, END_SAMPLE_LINES))
+        scheme.learn_from(end)
     hostpid_rank: dict[str, int] = {}
     spawned = spawn_block.SpawnBlock()  # mp.spawn's child traceback printed by the parent: its process index
     # Stack dumps list frames, not log lines: `save_checkpoint (x.py:3)` is no save, a command line is no config
@@ -257,6 +262,25 @@ def warm() -> None:
     triggers.fast_events()
     triggers.fast_config()
     learned_prefix._stamp_or_rank_matcher()
+
+
+END_SAMPLE_BYTES = 64 * 1024
+END_SAMPLE_LINES = 20  # the job's last lines (its failure), where a collector's prefix is the rule
+
+
+def _end_lines(path: str, n: int) -> list[str]:
+    """The last n whole lines of an uncompressed file (at most END_SAMPLE_BYTES read), decoded; [] when unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, 2)
+            fh.seek(max(0, size - END_SAMPLE_BYTES))
+            data = fh.read(END_SAMPLE_BYTES)
+    except OSError:
+        return []
+    parts = data.split(b"\n")
+    if size > END_SAMPLE_BYTES and parts:
+        parts.pop(0)  # cut mid-line
+    return [textio.clean(p[:1024].decode("utf-8", "replace")) for p in parts[-n:] if p.strip()]
 
 
 def _line_source(source: Source, stats: textio.ReadStats):

@@ -108,3 +108,46 @@ def test_a_pasted_ddp_warning_is_a_jobs_output(tmp_path):
     assert not recognised._has_training_words([str(tmp_path / "notes.txt")])
     cat, _ = _verdict(os.path.dirname(src))
     assert cat == "no_failure"
+
+
+CORPUS = os.path.join(REALRUNS, "..", "corpus")
+
+
+def _corpus_case(name: str, tmp_path) -> str:
+    src = os.path.join(CORPUS, name)
+    if not os.path.isdir(src):
+        pytest.skip("shared corpus not present")
+    dst = tmp_path / name
+    shutil.copytree(src, dst)
+    return str(dst)
+
+
+def test_colour_codes_around_an_exception_name_keep_a_log_a_log(tmp_path):
+    """A posted CUDA ECC error (corpus) with colour codes around the exception name, as rich/colorlog print it: it is
+    still the run's output, not prose beside the logs."""
+    case = _corpus_case("gpu_hardware__jade-hpc-node-dgk713-uncorrectable-ecc", tmp_path)
+    for f in _logs(case):
+        text = open(f, encoding="utf-8").read()
+        open(f, "w", encoding="utf-8").write(re.sub(r"\b(\w*Error)\b", "\x1b[33m\\1\x1b[0m", text))
+    assert _verdict(case)[0] == "gpu_hardware"
+
+
+def test_a_collector_prefix_on_the_last_lines_only_after_a_long_start_up(tmp_path):
+    """A Megatron job's log (corpus) whose own lines carry `DATE TIME (worker_7) : ` after a long unprefixed start-up:
+    the prefix is learned from the end and the traceback under it is read."""
+    case = _corpus_case("logging_blocking__bigcode-megatron-wandb-init-stall-last-rank", tmp_path)
+    start = [f"node01:41{i % 8:02d}:4200 [{i % 8}] NCCL INFO Channel {i % 32:02d}/0 : 0[0] -> 1[1] via P2P/IPC"
+             for i in range(250)]
+    for f in _logs(case):
+        text = open(f, encoding="utf-8").read()
+        open(f, "w", encoding="utf-8").write("\n".join(start) + "\n" + text)
+    assert _verdict(case)[0] == "logging_blocking"
+
+
+def test_a_gzipped_pasted_warning_is_still_a_jobs_output(tmp_path):
+    case = _corpus_case("no_failure__sam2-ddp-grad-strides-bucket-view-warning", tmp_path)
+    for f in list(_logs(case)):
+        with open(f, "rb") as src, gzip.open(f + ".gz", "wb") as out:
+            out.write(src.read())
+        os.remove(f)
+    assert _verdict(case)[0] == "no_failure"

@@ -55,6 +55,9 @@ def looks_like_prose(head: bytes) -> bool:
     """Whether the head of a text file reads as prose rather than a log (bounded: MAX_LINES lines of the head):
     few record lines, many glue words (the, is, was, to ...), and a good share of whole sentences."""
     text = head.decode("utf-8", "replace")
+    if "\x1b" in text:  # colour codes (rich, loguru, colorlog) around a level word or an exception name
+        from postmortem.ingest.textio import ANSI_RE
+        text = ANSI_RE.sub("", text)
     lines = [ln for ln in text.splitlines()[:MAX_LINES] if ln.strip()]
     if len(lines) < MIN_LINES:
         return False

@@ -30,12 +30,9 @@ def _has_training_words(paths) -> bool:
     """At least two different training words in the first bytes of the input files (a bounded read): a pasted
     warning of a few lines ('Grad strides do not match bucket view strides ... torch/csrc/distributed') is a job's."""
     seen: set[bytes] = set()
+    from postmortem.ingest.textio import read_head
     for path in list(paths)[:MAX_FILES_READ]:
-        try:
-            with open(path, "rb") as fh:
-                head = fh.read(HEAD_BYTES)
-        except OSError:
-            continue
+        head = read_head(path, HEAD_BYTES)  # (a gzipped log's words are in its decompressed text)
         seen |= {m.lower() for m in _TRAINING_WORDS.findall(head)}
         if len(seen) >= 2:
             return True
