@@ -1,0 +1,111 @@
+"""More collector shapes than ../shared/tools/perturb_corpus.py knows: every case's logs re-written the way journald,
+`docker compose logs`, `kubectl logs --prefix`, Azure ML's per-process files and a SageMaker/mpirun launcher keep
+them, then scored by score_corpus.py's rule. The incident is the same, so the verdict must be.
+
+usage: python benchmarks/reshape_collectors.py CASES_DIR [--only SHAPE] [-j JOBS] [--keep DIR] [-v]
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+SHAPES = ("journald", "compose", "kubectl", "azureml", "sagemaker")
+SKIP_DIRS = ("pyspy", "fr")        # dumps are files of their own, not lines a collector re-prefixes
+RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:")
+
+
+def _is_log(path: str) -> bool:
+    name = os.path.basename(path)
+    parts = set(path.replace(os.sep, "/").split("/"))
+    return (name != "case.json" and not name.endswith((".json", ".gz", ".py", ".sh", ".ipynb"))
+            and not parts & set(SKIP_DIRS))
+
+
+def _prefix_lines(text: str, prefix) -> str:
+    return "\n".join(prefix(i, ln) for i, ln in enumerate(text.split("\n")))
+
+
+def reshape(case: str, shape: str, out: str) -> bool:
+    """Copy `case` to `out` re-written as `shape` keeps it; False when the shape changes nothing."""
+    shutil.copytree(case, out)
+    changed = False
+    logs = sorted(os.path.join(dp, f) for dp, _, fns in os.walk(out) for f in fns if _is_log(os.path.join(dp, f)))
+    for k, path in enumerate(logs):
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+        if shape == "journald":
+            new = _prefix_lines(text, lambda i, ln: f"Nov 27 04:{(i // 60) % 60:02d}:{i % 60:02d} gpu-node-3 "
+                                                    f"python3[{41000 + k}]: {ln}")
+        elif shape == "compose":
+            new = _prefix_lines(text, lambda i, ln: f"trainer-{k + 1}  | {ln}")
+        elif shape == "kubectl":
+            new = _prefix_lines(text, lambda i, ln: f"[pod/train-worker-{k}/pytorch] {ln}")
+        elif shape == "sagemaker":
+            new = _prefix_lines(text, lambda i, ln: RANK_PREFIX.sub(
+                lambda m: f"[1,mpirank:{m.group(1)},algo-1]<stdout>:", ln))
+        elif shape == "azureml":
+            # one file per process: user_logs/std_log_process_<N>.txt, for torchrun's attempt_K/<N>/ files
+            m = re.search(r"attempt_\d+/(\d+)/std(out|err)\.log$", path.replace(os.sep, "/"))
+            if not m:
+                continue
+            dest = os.path.join(out, "user_logs", f"std_log_process_{m.group(1)}.txt")
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, "a", encoding="utf-8") as fh:
+                fh.write(text)
+            os.remove(path)
+            changed = True
+            continue
+        else:
+            raise ValueError(shape)
+        if new != text:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(new)
+            changed = True
+    return changed
+
+
+def _judge(args):
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "..", "shared", "tools"))
+    import score_corpus
+    return score_corpus.judge(["postmortem"], args)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cases")
+    ap.add_argument("--only", choices=SHAPES)
+    ap.add_argument("-j", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--keep")
+    ap.add_argument("-v", action="store_true")
+    a = ap.parse_args(argv)
+    names = sorted(d for d in os.listdir(a.cases) if os.path.isfile(os.path.join(a.cases, d, "case.json")))
+    root = a.keep or tempfile.mkdtemp(prefix="pm-reshape-")
+    with cf.ThreadPoolExecutor(a.j) as pool:
+        base = dict(zip(names, pool.map(lambda n: _judge(os.path.join(a.cases, n)), names)))
+        worst = 1.0
+        for shape in ([a.only] if a.only else SHAPES):
+            todo = [n for n in names if reshape(os.path.join(a.cases, n), shape, os.path.join(root, shape, n))]
+            got = dict(zip(todo, pool.map(lambda n: _judge(os.path.join(root, shape, n)), todo)))
+            kept = [n for n in todo if base[n][0]]
+            lost = [n for n in kept if not got[n][0]]
+            share = 1 - len(lost) / len(kept) if kept else 1.0
+            worst = min(worst, share)
+            print(f"{shape:10} {sum(got[n][0] for n in todo)}/{len(todo)} right; kept {len(kept) - len(lost)}/"
+                  f"{len(kept)} right originals")
+            for n in lost:
+                print(f"    lost {n} -> {got[n][1]}")
+    if not a.keep:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"right verdicts kept under every shape: worst {worst:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
