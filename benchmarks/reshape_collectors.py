@@ -40,8 +40,9 @@ def reshape(case: str, shape: str, out: str) -> bool:
         with open(path, encoding="utf-8", errors="replace") as fh:
             text = fh.read()
         if shape == "journald":
-            new = _prefix_lines(text, lambda i, ln: f"Nov 27 04:{(i // 60) % 60:02d}:{i % 60:02d} gpu-node-3 "
-                                                    f"python3[{41000 + k}]: {ln}")
+            # (one stamp for every line: the case's own times say when things happened, a made-up arrival time
+            # per line would reorder the ranks)
+            new = _prefix_lines(text, lambda i, ln: f"Nov 27 04:58:10 gpu-node-3 python3[{41000 + k}]: {ln}")
         elif shape == "compose":
             new = _prefix_lines(text, lambda i, ln: f"trainer-{k + 1}  | {ln}")
         elif shape == "kubectl":
@@ -70,11 +71,27 @@ def reshape(case: str, shape: str, out: str) -> bool:
     return changed
 
 
-def _judge(args):
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.join(here, "..", "..", "shared", "tools"))
-    import score_corpus
-    return score_corpus.judge(["postmortem"], args)
+def _judge(path: str) -> tuple[bool, str]:
+    """score_corpus.py's rule on one case: (right, what the verdict said)."""
+    import subprocess
+    with open(os.path.join(path, "case.json"), encoding="utf-8") as fh:
+        expect = json.load(fh)["expect"]
+    try:
+        out = subprocess.run(["postmortem", "analyze", path, "--format", "json"], capture_output=True, text=True,
+                             timeout=300)
+        result = json.loads(out.stdout)
+        v = result.get("verdict") or {}
+    except Exception as exc:  # noqa: BLE001 - no JSON is a wrong answer
+        result, v = {}, {"category": f"no-json ({type(exc).__name__})"}
+    conf = v.get("confidence") if isinstance(v.get("confidence"), (int, float)) else 0.0
+    ok = v.get("category") in expect["categories"] and ("phase" not in expect or v.get("phase") in expect["phase"])
+    if "culprit_ranks" in expect:
+        ok = ok and sorted(v.get("culprit_ranks") or []) == sorted(expect["culprit_ranks"])
+    if "max_confidence" in expect:
+        ok = ok and conf <= expect["max_confidence"]
+    if expect.get("needs_gaps"):
+        ok = ok and bool(result.get("evidence_gaps"))
+    return ok, f"{v.get('category')}/{v.get('phase')} ranks={v.get('culprit_ranks')} conf={conf:.2f}"
 
 
 def main(argv=None) -> int:

@@ -22,6 +22,12 @@ _TS = re.compile(r"^[\[(]?(?:(?:\d{4}[-/]\d\d[-/]\d\d|\d\d/\d\d/\d{4})(?:[T _]\d
 _RANK = re.compile(r"^[\[(<]?(?:global_?)?rank[=:#_ ]?(?P<rank>\d{1,6})[\])>]?:?$", re.I)
 _SEPARATOR = re.compile(r"^(?:\|{1,2}|-{1,2}|>{1,2}|::?|»|\|>)$")
 _ID = re.compile(r"^[\[(]?[\w.@:/-]{1,48}[\])]?:?$")
+# syslog/journald: `Nov 27 04:58:10 host python3[4242]: ...` (a month name starts the stamp; the tag holds the pid)
+_MONTH = re.compile(r"^(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)$")
+_SYSLOG_TAG = re.compile(r"^[\w.-]{1,48}\[\d{1,10}\]:$")
+# a tag a collector writes with a separator after it or in brackets with a path (`trainer-1  |`, `[pod/w-0/c]`)
+_TAGGED = re.compile(r"^\[[\w.@:-]{1,48}(?:/[\w.@:-]{1,48}){1,3}\]:?$")
+STRONG_SHARE = 0.9  # a prefix without a stamp or rank: one constant tag on this share of the lines
 _DIGIT = re.compile(r"\d+")
 # What every `ts` token (_TS: a date or hh:mm:ss) and every `rank` token (_RANK) contains.
 _DATE_OR_TIME = (rb"\d{4}[-/]\d\d[-/]\d\d", rb"\d\d/\d\d/\d{4}", rb"\d\d:\d\d:\d\d")
@@ -52,8 +58,10 @@ def _token_class(tok: str) -> str | None:
 
 def _classify(tok: str) -> str | None:
     """The class of one token by its regexes (see _token_class)."""
-    if _TS.match(tok):
+    if _TS.match(tok) or _MONTH.match(tok):
         return "ts"
+    if _SYSLOG_TAG.match(tok):
+        return "id"
     if _RANK.match(tok):
         return "rank"
     if _SEPARATOR.match(tok):
@@ -96,7 +104,8 @@ _RUN_MEMO: dict[str, tuple] = {}
 def _run(line: str) -> tuple[tuple[str, ...], list[str]]:
     """The classes of the collector tokens a line starts with (up to the first that is not one), and the tokens.
     Memoised by the tokens' shape (digits made 0, as in _token_class): the lines of a head share a few shapes."""
-    tokens = line.split(" ", MAX_TOKENS)[:-1]  # the last piece is the message, never a prefix token
+    tokens = line.split(None, MAX_TOKENS)[:-1]  # the last piece is the message, never a prefix token
+    # (any run of blanks separates tokens: `docker compose logs` pads the service name)
     shape = " ".join(tokens).translate(_DIGITS_TO_ZERO)
     classes = _RUN_MEMO.get(shape)
     if classes is None:
@@ -143,9 +152,10 @@ def learn(head_lines: list[str]) -> LearnedPrefix | None:
     # Cheap first look: most lines must start with a token a collector writes, or there is nothing to learn.
     if sum(_token_class(ln.split(" ", 1)[0]) is not None for ln in lines) < MIN_SHARE * len(lines):
         return None
-    if sum(ln.count(", ") >= 3 for ln in lines) * 5 >= len(lines) * 3:
+    if sum(ln.count(", ") >= 3 and '{"' not in ln for ln in lines) * 5 >= len(lines) * 3:
         return None  # comma-separated rows (nvidia-smi --query CSV): a leading time is a column, not a stamp
-    if _too_few_stamps_or_ranks(lines):
+    tagged = _constant_tag(lines)
+    if not tagged and _too_few_stamps_or_ranks(lines):
         return None
     runs = [_run(ln) for ln in lines]
     best = None
@@ -174,9 +184,28 @@ def learn(head_lines: list[str]) -> LearnedPrefix | None:
         if ids is None:
             break
         best = LearnedPrefix(k, shape, tuple(ids))
-    if best is None or not any(c in ("ts", "rank") for c in best.classes):
-        return None  # separators and ids alone are too weak to strip on
+    if best is None:
+        return None
+    if not any(c in ("ts", "rank") for c in best.classes):
+        # separators and ids alone are too weak to strip on, unless one collector tag starts nearly every line
+        # (`trainer-1  | `, `[pod/train-worker-0/pytorch] `) and the learned run is that tag (and its separator)
+        strong = tagged and best.ids[0] == tagged and (len(best.classes) == 1 and _TAGGED.match(tagged)
+                                                        or any(c.startswith("sep:") for c in best.classes))
+        if not strong:
+            return None
     return best
+
+
+def _constant_tag(lines: list[str]) -> str | None:
+    """The first token when nearly every line starts with that same token and it looks like a collector's tag (an
+    id with a digit, or a bracketed path), else None."""
+    first = Counter(ln.split(None, 1)[0] for ln in lines if ln.strip())
+    if not first:
+        return None
+    tok, n = first.most_common(1)[0]
+    if n < STRONG_SHARE * len(lines) or _token_class(tok) != "id":
+        return None
+    return tok
 
 
 def strip_stream(items, head: int = 64):

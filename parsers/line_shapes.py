@@ -162,6 +162,13 @@ def _labelled_block(lines: list[str]) -> bool:
     return False
 
 
+def _mostly_json(lines: list[str]) -> bool:
+    """Most non-empty lines are one JSON object each."""
+    texts = [ln for ln in lines if ln.strip()]
+    objs = sum(1 for ln in texts if ln[:1] == "{" and ln.rstrip().endswith("}"))
+    return bool(texts) and objs * 2 >= len(texts)
+
+
 class _Scheme:
     """File-level prefix schemes that are too ambiguous to accept per line (srun labels, pdsh host prefixes)."""
 
@@ -185,6 +192,9 @@ class _Scheme:
         if self.jsonl:
             self.srun, self.hosts = False, set()
         self.learned = None if self.jsonl else _learned_prefix(head_lines_all)
+        # JSON-lines records behind a collector's prefix (`trainer-1  | {"ts": ...}`): unwrapped after the prefix
+        self.jsonl_prefixed = self.learned is not None and _mostly_json(
+            [self.learned.strip(ln)[0] for ln in head_lines_all[:SCHEME_SAMPLE]])
         self.actors = actor_ranks.scheme_for(head_lines_all)  # Ray actors' `(Name pid=P)` prefixes -> ranks
 
     def learn_from(self, lines: list[str]) -> None:
@@ -192,6 +202,19 @@ class _Scheme:
         output after a long start-up that a collector did not prefix (or prefixed otherwise)."""
         if self.learned is None and not self.jsonl and lines:
             self.learned = _learned_prefix(lines)
+
+    def json_behind_prefix(self, raw: str):
+        """(the JSON record behind the learned collector prefix, with what the prefix said) or None."""
+        if not self.jsonl_prefixed:
+            return None
+        rest, info = self.learned.strip(raw)
+        if rest[:1] != "{":
+            return None
+        from postmortem.parsers.line_records import json_record
+        record = json_record(rest)
+        if record is None:
+            return None
+        return record[0], {**info, **record[1]}
 
     @property
     def active(self) -> bool:

@@ -16,6 +16,9 @@ PREFIX_DEFS: list[dict] = [
     {"name": "mpirun_tag", "pattern": r"\[(?P<job>\d+),(?P<rank>\d+)\](?:\[(?P<host>[^:\]]+):(?P<pid>\d+)\])?<(?:stdout|stderr|stddiag)>:\s?",
      "samples": [("[1,3]<stdout>:test-nccl-efa-worker-0:23:75 [3] NCCL INFO Connected NVLS tree", {"rank": "3"}),
                  ("[1,0][node1:123]<stderr>:x", {"rank": "0", "host": "node1"})]},
+    # SageMaker's MPI launcher (and Open MPI's --tag-output with names): `[1,mpirank:3,algo-1]<stdout>:`
+    {"name": "sagemaker_mpi", "pattern": r"\[\d+,mpirank:(?P<rank>\d+),(?P<host>[\w.-]+)\]<(?:stdout|stderr)>:\s?",
+     "samples": [("[1,mpirank:3,algo-1]<stdout>:[rank3]: ValueError: x", {"rank": "3", "host": "algo-1"})]},
     {"name": "lightning_rank", "pattern": r"\[rank: (?P<rank>\d+)\]\s",
      "samples": [("[rank: 1] Child process with PID 5 terminated with code 1.", {"rank": "1"})]},
     {"name": "rank_bracket", "pattern": r"\[(?:Rank|RANK) (?P<rank>\d+)\]:?\s",

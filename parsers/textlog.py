@@ -82,7 +82,8 @@ def parse_textlog(source: Source) -> ParseResult:
     plain, waited = None, False
     big, dump_kinds = embedded.read_by_line_parser(source), set()
     for lineno, raw, steps_only in items:
-        record = json_record(raw) if scheme.jsonl and raw[:1] == "{" else None
+        record = (json_record(raw) if scheme.jsonl and raw[:1] == "{" else
+                  scheme.json_behind_prefix(raw) if scheme.jsonl_prefixed else None)
         if record is not None:
             segments, record_info = record
         else:

@@ -45,7 +45,8 @@ def test_learned_prefix_strips_collector_tokens_and_keeps_indentation(name):
     ["3: step 1", "2: step 1", "1: step 1", "0: step 1"],        # srun labels: handled by the scheme, not learned
     ["INFO root step 1", "INFO root step 2", "INFO root step 3"],  # words are never prefix tokens
     ["a", "b"],                                                  # too few lines to learn from
-    ["node-7 | x", "node-7 | y", "node-7 | z"],                  # an id and a separator alone are too weak
+    ["node-7 | x", "node-8 | y", "node-9 | z"],                  # an id that changes from line to line is content
+    ["job-7 | x", "job-7 | y", "other | z", "x | w"],              # one tag on too few lines to be a collector's
 ])
 def test_no_prefix_learned_where_lines_share_none(lines):
     assert learn(lines) is None
@@ -126,3 +127,21 @@ def test_the_shortcut_test_reaches_both_sides():
             seen.add("stopped" if learned_prefix._too_few_stamps_or_ranks(body) else "searched")
         seen.add("learned" if learned_prefix.learn(lines) else "none")
     assert seen == {"stopped", "searched", "learned", "none"}
+
+
+@pytest.mark.parametrize("lines,rest", [
+    # `docker compose logs`: the service name padded and a bar before every line
+    (["trainer-1  | step 1 loss 0.5", "trainer-1  | step 2 loss 0.4", "trainer-1  | [rank1]: ValueError: x"],
+     "[rank1]: ValueError: x"),
+    # `kubectl logs --prefix`: [pod/NAME/CONTAINER]
+    (["[pod/train-worker-0/pytorch] step 1", "[pod/train-worker-0/pytorch] step 2",
+      "[pod/train-worker-0/pytorch] [rank1]: ValueError: x"], "[rank1]: ValueError: x"),
+    # journald / syslog: month, day, time, host, tag[pid]
+    (["Nov 27 04:58:10 gpu-node-3 python3[41000]: step 1", "Nov 27 04:58:11 gpu-node-3 python3[41000]: step 2",
+      "Nov 27 04:58:12 gpu-node-3 python3[41000]: [rank1]: ValueError: x"], "[rank1]: ValueError: x"),
+])
+def test_collector_tags_without_a_stamp_are_learned_when_every_line_has_them(lines, rest):
+    """A tag a collector writes on every line (compose's service, kubectl's pod, journald's host and tag) is learned
+    though it holds no rank or stamp: the same tag on nearly every line, with a separator or in a bracketed path."""
+    p = learn(lines)
+    assert p is not None and p.strip(lines[2])[0] == rest

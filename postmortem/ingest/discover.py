@@ -45,6 +45,9 @@ _PATH_RANK_PATTERNS = [
                 r"(?:\.gz)?$"), "local"),
     (re.compile(r"(?:^|[/_.-])nccl_trace_rank_(?P<rank>\d+)", re.I), "global"),
     (re.compile(r"(?:^|[/_.-])rank[_-]?(?P<rank>\d+)(?=[/_.-]|$)", re.I), "global"),
+    # Azure ML's user_logs/std_log_process_<N>.txt, per-task files (`task_3.log`): one file per process of the job
+    (re.compile(r"(?:^|[/_.-])(?:process|proc|task)[_-]?(?P<rank>\d{1,6})\.(?:txt|log|out|err)(?:\.gz)?$", re.I),
+     "global"),
     (re.compile(r"_dump_(?P<rank>\d+)(?:\.\w+)*$"), "global"),
     (re.compile(r"(?:^|/)[A-Za-z][\w]*?-(?P<rank>\d{1,4})\.log(?:\.gz)?$"), "global"),
     # Slurm's per-task output (`--output job_%j.%t.out`, `slurm-%j_%t.err`): the job id, then the task id
