@@ -1,6 +1,7 @@
 """More collector shapes than ../shared/tools/perturb_corpus.py knows: every case's logs re-written the way journald,
-`docker compose logs`, `kubectl logs --prefix`, Azure ML's per-process files and a SageMaker/mpirun launcher keep
-them, then scored by score_corpus.py's rule. The incident is the same, so the verdict must be.
+`docker compose logs`, `kubectl logs --prefix`, Azure ML's per-process files, a SageMaker/mpirun launcher, kubelet's
+CRI container logs, Docker's json-file driver and Cloud Logging's JSON export keep them, then scored by
+score_corpus.py's rule. The incident is the same, so the verdict must be.
 
 usage: python benchmarks/reshape_collectors.py CASES_DIR [--only SHAPE] [-j JOBS] [--keep DIR] [-v]
 """
@@ -15,7 +16,7 @@ import shutil
 import sys
 import tempfile
 
-SHAPES = ("journald", "compose", "kubectl", "azureml", "sagemaker")
+SHAPES = ("journald", "compose", "kubectl", "azureml", "sagemaker", "cri", "dockerjson", "gcp")
 SKIP_DIRS = ("pyspy", "fr")        # dumps are files of their own, not lines a collector re-prefixes
 RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:")
 
@@ -50,6 +51,19 @@ def reshape(case: str, shape: str, out: str) -> bool:
         elif shape == "sagemaker":
             new = _prefix_lines(text, lambda i, ln: RANK_PREFIX.sub(
                 lambda m: f"[1,mpirank:{m.group(1)},algo-1]<stdout>:", ln))
+        elif shape == "cri":
+            # kubelet's container log files (/var/log/containers/*.log): `<RFC 3339 time> <stream> <P|F> <line>`
+            new = _prefix_lines(text, lambda i, ln: f"2026-11-27T04:58:10.{i % 1000000:09d}Z stdout F {ln}")
+        elif shape == "dockerjson":
+            # Docker's json-file driver: one JSON object per line, the line (with its newline) under "log"
+            new = "\n".join(json.dumps({"log": ln + "\n", "stream": "stdout",
+                                        "time": f"2026-11-27T04:58:10.{i % 1000000:09d}Z"})
+                            for i, ln in enumerate(text.split("\n")))
+        elif shape == "gcp":
+            # Cloud Logging's export: textPayload, timestamp, severity, the pod in labels
+            new = "\n".join(json.dumps({"textPayload": ln, "timestamp": f"2026-11-27T04:58:10.{i % 1000000:06d}Z",
+                                        "severity": "INFO", "labels": {"pod": f"train-worker-{k}"}})
+                            for i, ln in enumerate(text.split("\n")))
         elif shape == "azureml":
             # one file per process: user_logs/std_log_process_<N>.txt, for torchrun's attempt_K/<N>/ files
             m = re.search(r"attempt_\d+/(\d+)/std(out|err)\.log$", path.replace(os.sep, "/"))

@@ -26,7 +26,7 @@ class _Tail:
         return [(ln, raw[-4096:]) for ln, raw in list(self.lines)[-n:]]  # as LineScanner.tail_lines
 
 
-_JSON_MESSAGE_KEYS = ("msg", "message", "text", "event", "log", "record")
+_JSON_MESSAGE_KEYS = ("msg", "message", "text", "event", "log", "record", "textPayload")  # (Cloud Logging)
 _JSON_EXC_KEYS = ("exc_info", "exception", "exc_text", "traceback", "stack_trace", "stack", "error")
 _JSON_RANK_KEYS = ("rank", "global_rank", "RANK", "rank_id", "process_rank")
 _JSON_TS_KEYS = ("ts", "time", "timestamp", "@timestamp", "asctime", "datetime", "created")

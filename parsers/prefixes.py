@@ -33,6 +33,12 @@ PREFIX_DEFS: list[dict] = [
      "samples": [("[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] x", {})]},
     {"name": "wrapper_stream", "pattern": r"(?:stderr|stdout): ",
      "samples": [("stderr: ERROR:torch.distributed.elastic.multiprocessing.api:failed", {})]},
+    # kubelet's CRI container log files (/var/log/containers/*.log, `kubectl logs` of a node's files):
+    # `<RFC 3339 time> <stream> <P|F> <line>`
+    {"name": "cri_container_log",
+     "pattern": r"(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) (?:stdout|stderr) [PF] ",
+     "samples": [("2026-11-27T04:58:10.123456789Z stderr F [rank1]: ValueError: x",
+                  {"ts": "2026-11-27T04:58:10.123456789Z"})]},
     {"name": "iso_timestamp",
      "pattern": r"\[?(?P<ts>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?(?: \|)?[ \t]",
      "samples": [("[2024-05-08 08:47:31,261] torch.distributed.elastic.multiprocessing.api: [WARNING] x",

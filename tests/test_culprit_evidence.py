@@ -168,3 +168,19 @@ def test_a_sample_verdict_rests_on_its_culprits_own_line(name):
     r = _citations().check(os.path.join(ROOT, "samples", name))
     assert r["cites_culprit"], r
     assert r["victim_error_in_summary"] is None, r
+
+
+def test_a_mirror_of_two_ranks_is_broken_by_the_op_the_group_never_issued_before():
+    """Real run (torchrun console, 2 ranks, flight recorder): rank 0 skipped a NaN step, so at entry #16 it waits in
+    the barrier after the loop while rank 1 waits in the loop's all_reduce. No majority says who differs; the
+    barrier is an op this group never issued before, the all_reduce the one it issued fifteen times: rank 0 left
+    the common path."""
+    from postmortem.ranks.fr_match import match_collectives
+    case = os.path.join(ROOT, "benchmarks", "lab", "cases", "nan_inf__nan-skip-desync-torchrun-console-2r-1")
+    if not os.path.isdir(case):
+        pytest.skip("lab case not present")
+    a = postmortem.analyze(case, quiet=True)
+    coll = a.tables.collectives
+    div = match_collectives(coll[coll["line"].isna()]).first_divergence
+    assert (div.kind, div.ranks, div.op) == ("op", (0,), "gloo:barrier")
+    assert a.verdict.culprit_ranks == [0]

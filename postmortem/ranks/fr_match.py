@@ -129,13 +129,20 @@ def _entries(df) -> dict[str, dict[int, dict[int, _Entry]]]:
     return out
 
 
-def _mismatch(pg: str, seq: int, fld: str, values: dict[int, object]) -> Mismatch | None:
+def _mismatch(pg: str, seq: int, fld: str, values: dict[int, object], seen: set | None = None) -> Mismatch | None:
+    """The ranks whose value differs from the majority's; with no majority (two ranks mirroring each other), for
+    an op, the side whose op this group never issued before (`seen`: the ops of its earlier entries) left the common
+    path: a barrier after the loop, a broadcast in a rank-only branch, against the loop's own all_reduce."""
     if len(set(values.values())) <= 1:
         return None
     counts = Counter(values.values()).most_common()
     odd: tuple[int, ...] = ()
     if len(counts) == 1 or counts[0][1] > counts[1][1]:
         odd = tuple(sorted(r for r, v in values.items() if v != counts[0][0]))
+    elif fld == "op" and seen:
+        novel = {v for v in set(values.values()) if v not in seen}
+        if len(novel) == 1 and len(set(values.values())) == 2:
+            odd = tuple(sorted(r for r, v in values.items() if v in novel))
     return Mismatch(pg, seq, fld, tuple(sorted(values.items())), odd)
 
 
@@ -145,6 +152,7 @@ def _match_pg(pg: str, by_rank: dict[int, dict[int, _Entry]], expected: Iterable
     missing: list[Missing] = []
     mismatches: list[Mismatch] = []
     candidates: list[Divergence] = []
+    seen_ops: set = set()
     for seq in sorted({s for seqs in by_rank.values() for s in seqs}):
         here = {r: by_rank[r][seq] for r in ranks if seq in by_rank[r]}
         # Below a rank's window the entry may have been evicted: unknown, not missing.
@@ -163,11 +171,13 @@ def _match_pg(pg: str, by_rank: dict[int, dict[int, _Entry]], expected: Iterable
                   "dtype": {r: e.dtype for r, e in here.items() if e.dtype is not None},
                   "state": {r: e.state for r, e in here.items()}}
         for fld, values in checks.items():
-            mm = _mismatch(pg, seq, fld, values)
+            mm = _mismatch(pg, seq, fld, values, seen_ops if fld == "op" else None)
             if mm:
                 mismatches.append(mm)
                 detail = f"#{seq}: {fld} differs: " + ", ".join(f"rank {r}={v}" for r, v in mm.values)
                 candidates.append(Divergence(pg, seq, fld, mm.odd_ranks, op, detail, ts))
+        if len(set(checks["op"].values())) == 1:  # (only ops every rank agreed on are the common path)
+            seen_ops.update(checks["op"].values())
     hard = [d for d in candidates if d.kind != "state"]
     pool = hard or candidates
     first = min(pool, key=lambda d: (d.seq, _KIND_ORDER[d.kind])) if pool else None

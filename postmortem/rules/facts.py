@@ -192,17 +192,26 @@ def order_keys(df: pd.DataFrame) -> list[tuple]:
     return [order_key({"ts": t, "line": ln}) for t, ln in zip(ts, lines)]
 
 
+def fr_divergence(tables):
+    """The flight recorder's first divergence across ranks (postmortem.ranks.fr_match), or None."""
+    coll = tables.collectives
+    fr = coll[coll["line"].isna()] if len(coll) else coll
+    if not len(fr):
+        return None
+    try:
+        from postmortem.ranks.fr_match import match_collectives
+        return match_collectives(fr).first_divergence
+    except Exception:  # noqa: BLE001 - a dump the matcher cannot read says nothing here
+        return None
+
+
 def laggards(tables) -> tuple[list[int], str, list[Evidence]]:
     """Ranks behind the others: flight-recorder 'who never issued seq N', else the smallest watchdog 'last
     completed' counter. Returns (ranks, reason, evidence); empty when neither source exists or nobody lags."""
     coll = tables.collectives
     fr = coll[coll["line"].isna()] if len(coll) else coll
     if len(fr):
-        try:
-            from postmortem.ranks.fr_match import match_collectives
-            div = match_collectives(fr).first_divergence
-        except Exception:
-            div = None
+        div = fr_divergence(tables)
         if div is not None and div.kind == "missing" and div.ranks:
             src = fr[fr["rank"].isin(list(div.ranks))]
             ev = [Evidence(str(src.iloc[0]["source"]) if len(src) else "flight recorder", None,

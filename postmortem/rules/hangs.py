@@ -223,6 +223,13 @@ def odd_rank_stack(tables):
                     left = (f" {sentence_case(_names(outside))} waited outside the training step while the others "
                             "waited in the step's own collective: "
                             f"{'its' if len(outside) == 1 else 'their'} sequence left the common path.")
+                div = None if culprit else facts.fr_divergence(tables)
+                if div is not None and div.kind == "op" and div.ranks and set(div.ranks) < set(ranks(waiting)):
+                    # the flight recorder: at the first differing entry, one side issued an op this group had
+                    # never issued before (a barrier after the loop against the loop's all_reduce)
+                    culprit = sorted(int(r) for r in div.ranks)
+                    left = (f" The flight recorder shows {div.detail}; {_names(culprit)}'s op is one the group had "
+                            "never issued before: its sequence left the common path.")
             return [Finding(rule="odd-rank-out-stack", category="straggler" if late else "barrier_skew",
                             confidence=0.8 if not left else 0.72, severity="critical",
                             title="Ranks wait in different collectives",
