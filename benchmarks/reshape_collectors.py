@@ -3,7 +3,7 @@
 CRI container logs, Docker's json-file driver and Cloud Logging's JSON export keep them, then scored by
 score_corpus.py's rule. The incident is the same, so the verdict must be.
 
-usage: python benchmarks/reshape_collectors.py CASES_DIR [--only SHAPE] [-j JOBS] [--keep DIR] [-v]
+usage: python benchmarks/reshape_collectors.py CASES_DIR [--only SHAPE] [-j JOBS] [--keep DIR] [--every N] [-v]
 """
 from __future__ import annotations
 
@@ -115,8 +115,10 @@ def main(argv=None) -> int:
     ap.add_argument("-j", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--keep")
     ap.add_argument("-v", action="store_true")
+    ap.add_argument("--every", type=int, default=1, help="every Nth case only (a sample of a big set)")
     a = ap.parse_args(argv)
     names = sorted(d for d in os.listdir(a.cases) if os.path.isfile(os.path.join(a.cases, d, "case.json")))
+    names = names[::max(1, a.every)]
     root = a.keep or tempfile.mkdtemp(prefix="pm-reshape-")
     with cf.ThreadPoolExecutor(a.j) as pool:
         base = dict(zip(names, pool.map(lambda n: _judge(os.path.join(a.cases, n)), names)))
