@@ -144,8 +144,10 @@ def _too_few_stamps_or_ranks(lines: list[str]) -> bool:
     return len(matcher.ends(text.encode("ascii"))) < MIN_SHARE * len(lines)
 
 
-def learn(head_lines: list[str]) -> LearnedPrefix | None:
-    """The collector prefix most of these lines share, or None (fewer than 3 lines, or no shared run)."""
+def learn(head_lines: list[str], behind_stamp: bool = False) -> LearnedPrefix | None:
+    """The collector prefix most of these lines share, or None (fewer than 3 lines, or no shared run).
+    `behind_stamp`: the lines are what is left after a stamped prefix was taken off, so a tag with its separator
+    (`(worker_7) : `) is a collector's even without a stamp of its own."""
     lines = [ln for ln in head_lines[:HEAD] if ln.strip()]
     if len(lines) < 3:
         return None
@@ -154,7 +156,7 @@ def learn(head_lines: list[str]) -> LearnedPrefix | None:
         return None
     if sum(ln.count(", ") >= 3 and '{"' not in ln for ln in lines) * 5 >= len(lines) * 3:
         return None  # comma-separated rows (nvidia-smi --query CSV): a leading time is a column, not a stamp
-    tagged = _constant_tag(lines)
+    tagged = _constant_tag(lines, MIN_SHARE if behind_stamp else STRONG_SHARE)
     if not tagged and _too_few_stamps_or_ranks(lines):
         return None
     runs = [_run(ln) for ln in lines]
@@ -196,14 +198,14 @@ def learn(head_lines: list[str]) -> LearnedPrefix | None:
     return best
 
 
-def _constant_tag(lines: list[str]) -> str | None:
-    """The first token when nearly every line starts with that same token and it looks like a collector's tag (an
-    id with a digit, or a bracketed path), else None."""
+def _constant_tag(lines: list[str], share: float = STRONG_SHARE) -> str | None:
+    """The first token when nearly every line (`share`) starts with that same token and it looks like a collector's
+    tag (an id with a digit, or a bracketed path), else None."""
     first = Counter(ln.split(None, 1)[0] for ln in lines if ln.strip())
     if not first:
         return None
     tok, n = first.most_common(1)[0]
-    if n < STRONG_SHARE * len(lines) or _token_class(tok) != "id":
+    if n < share * len(lines) or _token_class(tok) != "id":
         return None
     return tok
 

@@ -169,6 +169,9 @@ def _mostly_json(lines: list[str]) -> bool:
     return bool(texts) and objs * 2 >= len(texts)
 
 
+INNER_SAMPLE = 24  # head lines a prefix behind a fixed one is learned from
+
+
 class _Scheme:
     """File-level prefix schemes that are too ambiguous to accept per line (srun labels, pdsh host prefixes)."""
 
@@ -192,9 +195,24 @@ class _Scheme:
         if self.jsonl:
             self.srun, self.hosts = False, set()
         self.learned = None if self.jsonl else _learned_prefix(head_lines_all)
-        # JSON-lines records behind a collector's prefix (`trainer-1  | {"ts": ...}`): unwrapped after the prefix
-        self.jsonl_prefixed = self.learned is not None and _mostly_json(
+        # a collector's prefix in front of another (journald around a logger's `DATE TIME (worker_7) : `): the inner
+        # one is learned from what the outer leaves, the outer being learned (learned_inner) or a fixed one
+        # (learned_after: applied after postmortem.parsers.prefixes has taken the fixed prefixes off)
+        self.learned_inner = None if self.learned is None else _learned_prefix(
             [self.learned.strip(ln)[0] for ln in head_lines_all[:SCHEME_SAMPLE]])
+        self.learned_after = None
+        if self.learned is None and not self.jsonl:
+            sample = [ln for ln in head_lines_all[:INNER_SAMPLE] if ln.strip()]
+            known = [strip_prefixes(ln)[0] for ln in sample]
+            if sum(k != ln for k, ln in zip(known, sample)) >= learned_prefix.MIN_SHARE * max(1, len(sample)):
+                self.learned_after = learned_prefix.learn(known, behind_stamp=True)
+        # JSON-lines records behind a collector's prefix (`trainer-1  | {"ts": ...}`): unwrapped after the prefix
+        self.jsonl_prefixed = False
+        if not self.jsonl:
+            sample = [ln for ln in head_lines_all[:INNER_SAMPLE] if ln.strip()]
+            behind = [self._behind(ln)[0] for ln in sample]
+            self.jsonl_prefixed = (sum(b != ln for b, ln in zip(behind, sample)) * 2 >= len(sample) > 0
+                                   and _mostly_json(behind))
         self.actors = actor_ranks.scheme_for(head_lines_all)  # Ray actors' `(Name pid=P)` prefixes -> ranks
 
     def learn_from(self, lines: list[str]) -> None:
@@ -202,12 +220,18 @@ class _Scheme:
         output after a long start-up that a collector did not prefix (or prefixed otherwise)."""
         if self.learned is None and not self.jsonl and lines:
             self.learned = _learned_prefix(lines)
+            if self.learned is not None:
+                self.learned_inner = _learned_prefix([self.learned.strip(ln)[0] for ln in lines])
+
+    def _behind(self, raw: str) -> tuple[str, dict]:
+        """The line without its collector prefix: the learned one, else the fixed ones."""
+        return self.learned.strip(raw) if self.learned is not None else strip_prefixes(raw)
 
     def json_behind_prefix(self, raw: str):
-        """(the JSON record behind the learned collector prefix, with what the prefix said) or None."""
+        """(the JSON record behind the collector prefix, with what the prefix said) or None."""
         if not self.jsonl_prefixed:
             return None
-        rest, info = self.learned.strip(raw)
+        rest, info = self._behind(raw)
         if rest[:1] != "{":
             return None
         from postmortem.parsers.line_records import json_record
@@ -224,6 +248,9 @@ class _Scheme:
         info: dict = {}
         if self.learned is not None:
             line, info = self.learned.strip(line)
+            if self.learned_inner is not None:
+                line, inner = self.learned_inner.strip(line)
+                info = {**info, **inner, **({"ts": inner["ts"]} if "ts" in inner else {})}
         if self.hosts:
             m = HOST_PREFIX_RE.match(line)
             if m and m.group("host") in self.hosts:

@@ -33,6 +33,18 @@ PREFIX_DEFS: list[dict] = [
      "samples": [("[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] x", {})]},
     {"name": "wrapper_stream", "pattern": r"(?:stderr|stdout): ",
      "samples": [("stderr: ERROR:torch.distributed.elastic.multiprocessing.api:failed", {})]},
+    # journald / syslog (`journalctl -u train`, /var/log/syslog): `Nov 27 04:58:10 host tag[pid]: `
+    {"name": "syslog_line",
+     "pattern": r"(?P<ts>(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d) "
+                r"(?P<host>[\w.-]{1,64}) (?!kernel:)[\w./-]{1,64}(?:\[\d{1,10}\])?: ",
+     "samples": [("Nov 27 04:58:10 gpu-node-3 python3[41000]: [rank1]: ValueError: x",
+                  {"ts": "Nov 27 04:58:10", "host": "gpu-node-3"})]},
+    # `docker compose logs`: the service's container name, padded, and a bar
+    {"name": "compose_service", "pattern": r"[\w.-]{1,64}-\d{1,4} {1,40}\| ",
+     "samples": [("trainer-1  | [rank1]: ValueError: x", {})]},
+    # `kubectl logs --prefix`: [pod/NAME/CONTAINER]
+    {"name": "kubectl_prefix", "pattern": r"\[pod/[\w.-]{1,253}/[\w.-]{1,63}\] ",
+     "samples": [("[pod/train-worker-0/pytorch] [rank1]: ValueError: x", {})]},
     # kubelet's CRI container log files (/var/log/containers/*.log, `kubectl logs` of a node's files):
     # `<RFC 3339 time> <stream> <P|F> <line>`
     {"name": "cri_container_log",
@@ -152,7 +164,8 @@ def strip_prefixes(line: str) -> tuple[str, dict]:
     info: dict = {}
     msg = line
     for _ in range(8):  # prefixes stack a few deep at most
-        if not msg or msg[0] not in _FIRST_CHARS and not (msg[0] in _AFTER_STAMP_CHARS and "ts" in info):
+        if not msg or msg[0] not in _FIRST_CHARS and not (msg[0] in _AFTER_STAMP_CHARS and "ts" in info) \
+                and " | " not in msg[:110]:  # (docker compose's `service-1  | ` starts with any letter)
             break
         m = _ALL_RE.match(msg)
         if m is None:

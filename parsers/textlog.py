@@ -98,6 +98,9 @@ def parse_textlog(source: Source) -> ParseResult:
             if record is not None:
                 sinfo = {**record_info, **sinfo}
             message, info = strip_prefixes(line)
+            if scheme.learned_after is not None:
+                message, after = scheme.learned_after.strip(message)
+                info = {**after, **info}
             if sinfo:
                 info = {**sinfo, **info}
             if carry:
