@@ -201,18 +201,15 @@ class _Scheme:
         self.learned_inner = None if self.learned is None else _learned_prefix(
             [self.learned.strip(ln)[0] for ln in head_lines_all[:SCHEME_SAMPLE]])
         self.learned_after = None
-        if self.learned is None and not self.jsonl:
-            sample = [ln for ln in head_lines_all[:INNER_SAMPLE] if ln.strip()]
-            known = [strip_prefixes(ln)[0] for ln in sample]
-            if sum(k != ln for k, ln in zip(known, sample)) >= learned_prefix.MIN_SHARE * max(1, len(sample)):
-                self.learned_after = learned_prefix.learn(known, behind_stamp=True)
-        # JSON-lines records behind a collector's prefix (`trainer-1  | {"ts": ...}`): unwrapped after the prefix
         self.jsonl_prefixed = False
         if not self.jsonl:
             sample = [ln for ln in head_lines_all[:INNER_SAMPLE] if ln.strip()]
             behind = [self._behind(ln)[0] for ln in sample]
-            self.jsonl_prefixed = (sum(b != ln for b, ln in zip(behind, sample)) * 2 >= len(sample) > 0
-                                   and _mostly_json(behind))
+            changed = sum(b != ln for b, ln in zip(behind, sample))
+            if self.learned is None and changed >= learned_prefix.MIN_SHARE * max(1, len(sample)):
+                self.learned_after = learned_prefix.learn(behind, behind_stamp=True)
+            # JSON-lines records behind a collector's prefix (`trainer-1  | {"ts": ...}`): unwrapped after it
+            self.jsonl_prefixed = changed * 2 >= len(sample) > 0 and _mostly_json(behind)
         self.actors = actor_ranks.scheme_for(head_lines_all)  # Ray actors' `(Name pid=P)` prefixes -> ranks
 
     def learn_from(self, lines: list[str]) -> None:
