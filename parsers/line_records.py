@@ -66,7 +66,9 @@ def json_record(raw: str):
     host = obj.get("host") or obj.get("hostname")
     if isinstance(host, str) and host:
         info["host"] = host[:100]
-    lines = json_fields.with_fields(msg, obj).split("\n")
+    # (a progress bar's redraws stay joined by `\r` inside one record: each redraw is a segment, as in a text log)
+    text = json_fields.with_fields(msg, obj)
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n") if "\r" in text else text.split("\n")
     for k in _JSON_EXC_KEYS:
         v = obj.get(k)
         if isinstance(v, str) and v.strip() and v.strip() != "None":

@@ -91,7 +91,7 @@ TAIL_LINES_ONE_RANK = 2 * 20  # ... of a summarised file of one rank (its path n
 TAIL_LINES_KEPT = 20    # last lines kept per rank and file (the last_lines table)
 # What the bytes prefilter (parsers/prefilter.py) needs to know about this parser: a line that can yield a row
 # contains a format trigger (postmortem.parsers.formats) or one of these; the rest is skipped unread.
-LINE_TRIGGERS = ["Traceback (most recent call last)", 'File "', "During handling of the above exception",
+LINE_TRIGGERS = ["Traceback (most recent call last)", 'File "', 'File \\"', "During handling of the above exception",
                  "The above exception was the direct cause", "Error", "Exception", "Exit", "Interrupt", "Failure",
                  "Timeout", "Fault", "Warning", "GLOBAL_RANK"] + [m[0] for m in embedded.MARKERS] + \
     tb_shapes.LINE_TRIGGERS
@@ -102,7 +102,8 @@ WEAK_EVENT_TRIGGERS = ["Warning"]
 LINE_TRIGGERS_NOCASE = ["batch", "period", "every", "interval", "_steps", "_freq", "frequency", "workers", "epochs",
                         "timeout"]
 # Lines after these are handed over whatever they contain (traceback source lines, torchrun summary fields).
-WINDOW_TRIGGERS = {'File "': EXC_NEAR_FRAME, "Traceback (most recent call last)": 2, "Root Cause (first observed failure)": 12,
+# (`File \"` is a frame inside a JSON string: Docker's json-file driver, Cloud Logging's export)
+WINDOW_TRIGGERS = {'File "': EXC_NEAR_FRAME, 'File \\"': EXC_NEAR_FRAME, "Traceback (most recent call last)": 2, "Root Cause (first observed failure)": 12,
                    "Failures:": 200, **tb_shapes.WINDOW_TRIGGERS}
 STEP_TRIGGERS = ["{'", "Epoch(", "Iter(", "━", "[=", "/s]"]
 STEP_TRIGGERS_NOCASE = ["step", "iter", "batch", "loss"]

@@ -79,7 +79,7 @@ class LineJudge:
                 f = trig.flags(key)
         if f & F_GATED:
             f = trig.gate(f, line)  # only the short words of a `scan: regex` format: an event if its regex matches
-        if f & F_WINDOW and b'File "' in line:
+        if f & F_WINDOW and (b'File "' in line or b'File \\"' in line):
             self.frame_end = max(self.frame_end, lineno + FRAME_REACH)
         if lineno <= self.window_end:
             if f & F_WINDOW:

@@ -76,10 +76,7 @@ def test_memory_refused_inside_the_process_is_host_memory_on_its_rank(name, case
 
 
 # Lab cases this test fails on today, with the cause (strict: one that starts passing must be taken off the list)
-_KNOWN_GAPS = {
-    "barrier_skew__uneven-shards-ray-train-2r-1": "Ray Train's truncated error snippets leave cut tracebacks whose "
-                                                  "last frames read as a busy rank (straggler)",
-}
+_KNOWN_GAPS: dict[str, str] = {}  # (Ray Train's truncated error snippets: read as each listed rank's ending since)
 
 
 def _with_gaps(cases):

@@ -66,6 +66,8 @@ def looks_like_prose(head: bytes) -> bool:
     lines = [ln for ln in text.splitlines()[:MAX_LINES] if ln.strip()]
     if len(lines) < MIN_LINES:
         return False
+    if sum(ln.lstrip()[:1] == "{" and ln.rstrip()[-1:] == "}" for ln in lines) * 2 >= len(lines):
+        return False  # JSON-lines records (a logger's, Docker's json-file driver's): a log, whatever the text says
     tokens = [t for ln in lines for t in ln.split()]
     glue = sum(1 for t in tokens if t.lower().strip(",.;:()") in _GLUE)
     records = sum(1 for ln in lines if is_record(ln))
