@@ -225,18 +225,12 @@ class _Scheme:
         """The line without its collector prefix: the learned one, else the fixed ones."""
         return self.learned.strip(raw) if self.learned is not None else strip_prefixes(raw)
 
-    def json_behind_prefix(self, raw: str):
-        """(the JSON record behind the collector prefix, with what the prefix said) or None."""
+    def json_behind_prefix(self, raw: str) -> tuple[str, dict] | None:
+        """(the JSON text behind the collector prefix, what the prefix said), or None."""
         if not self.jsonl_prefixed:
             return None
         rest, info = self._behind(raw)
-        if rest[:1] != "{":
-            return None
-        from postmortem.parsers.line_records import json_record
-        record = json_record(rest)
-        if record is None:
-            return None
-        return record[0], {**info, **record[1]}
+        return (rest, info) if rest[:1] == "{" else None
 
     @property
     def active(self) -> bool:

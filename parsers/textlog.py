@@ -82,8 +82,11 @@ def parse_textlog(source: Source) -> ParseResult:
     plain, waited = None, False
     big, dump_kinds = embedded.read_by_line_parser(source), set()
     for lineno, raw, steps_only in items:
-        record = (json_record(raw) if scheme.jsonl and raw[:1] == "{" else
-                  scheme.json_behind_prefix(raw) if scheme.jsonl_prefixed else None)
+        record = json_record(raw) if scheme.jsonl and raw[:1] == "{" else None
+        if scheme.jsonl_prefixed:
+            behind = scheme.json_behind_prefix(raw)
+            inner = json_record(behind[0]) if behind is not None else None
+            record = (inner[0], {**behind[1], **inner[1]}) if inner is not None else None
         if record is not None:
             segments, record_info = record
         else:
