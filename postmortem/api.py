@@ -391,8 +391,9 @@ def explain(verdict: Verdict | None, findings: list[Finding], tables, sources: l
         if adv.basis is not None:
             verdict.evidence += [e for e in adv.basis.evidence if e not in verdict.evidence]
         if verdict.culprit_ranks and not any(e.rank in verdict.culprit_ranks for e in verdict.evidence):
-            from postmortem.ranks.last_words import last_own_line
+            from postmortem.ranks.last_words import ending_line, last_own_line
             own = last_own_line(tables, verdict.culprit_ranks[0])  # the culprit's own words, not only its peers'
+            own = own if own is not None else ending_line(tables, verdict.culprit_ranks[0])  # else how it ended
             verdict.evidence += [own] if own is not None else []
     paths = [s.path for s in sources or [] if not s.problem] if sources is not None else []
     if verdict.category == "no_failure" and not findings and not recognised.looks_like_training(tables, paths):

@@ -97,3 +97,23 @@ def last_own_line(tables, rank: int) -> Evidence | None:
         if not after_words(str(msg)):
             return Evidence(src, None if pd.isna(line) else int(line), rank, str(msg).strip()[:300])
     return None
+
+
+def ending_line(tables, rank: int) -> Evidence | None:
+    """The line where a rank's ending shows (its first error, else how it ended: the `ranks` table's
+    first_error_at / end_at), as evidence; None when no line of it is known."""
+    ranks = tables.frames.get("ranks") if hasattr(tables, "frames") else None
+    if ranks is None or ranks.empty:
+        return None
+    row = ranks[ranks["rank"] == rank]
+    if row.empty:
+        return None
+    row = row.iloc[0]
+    for at, text in (("first_error_at", "first_error"), ("end_at", "end_detail")):
+        where, what = row.get(at), row.get(text)
+        if not isinstance(where, str) or ":" not in where:
+            continue
+        src, _, line = where.rpartition(":")
+        return Evidence(src, int(line) if line.isdigit() else None, rank,
+                        str(what).strip()[:300] if isinstance(what, str) else "")
+    return None
