@@ -33,9 +33,10 @@ _JSON_TS_KEYS = ("ts", "time", "timestamp", "@timestamp", "asctime", "datetime",
 _JSON_LEVEL_KEYS = ("level", "levelname", "severity", "lvl", "log_level")
 
 
-def json_record(raw: str):
+def json_record(raw: str, depth: int = 0):
     """A JSON-lines log record as ([message lines, then its exception's lines], {rank, ts, level, host}), or None
-    when the line is not a JSON object with a message."""
+    when the line is not a JSON object with a message. A message that is itself a record (a JSON logger's line
+    inside Docker's json-file driver or Cloud Logging's export) is read as that record, its fields first."""
     text = raw.strip()
     if not text.endswith("}") or len(text) > 1_000_000:
         return None
@@ -48,6 +49,11 @@ def json_record(raw: str):
     msg = next((obj[k] for k in _JSON_MESSAGE_KEYS if isinstance(obj.get(k), str)), None)
     if msg is None:
         return None
+    if depth == 0 and msg.lstrip()[:1] == "{":
+        inner = json_record(msg, 1)
+        if inner is not None:
+            outer = json_record(raw, 1)
+            return inner[0], {**(outer[1] if outer else {}), **inner[1]}
     info: dict = {}
     for k in _JSON_RANK_KEYS:
         v = obj.get(k)
