@@ -194,6 +194,16 @@ ZH_SENTENCES: list[tuple[str, str]] = [
      "先看 rank {rank} 上的线程 {names}：它们很可能持有主线程在等待的东西（不要在缓慢的 I/O 或 sleep 期间持有锁；给 I/O 设置超时）。"),
     ("{waiting} waited in a collective and gave up after the {n} s timeout, while {who} was doing {what}.",
      "{waiting} 在集合通信中等待，{n} 秒超时后放弃，而 {who} 正在做 {what}。"),
+    # odd-rank-out-stack: two ranks mirroring each other in different collectives (postmortem.rules.hangs)
+    ("{who} waited outside the training step while the others waited in the step's own collective: its sequence "
+     "left the common path.",
+     "{who} 在训练步之外等待，而其他 rank 在训练步自己的集合通信中等待：它的集合通信序列离开了共同的路径。"),
+    ("{who} waited outside the training step while the others waited in the step's own collective: their sequence "
+     "left the common path.",
+     "{who} 在训练步之外等待，而其他 rank 在训练步自己的集合通信中等待：它们的集合通信序列离开了共同的路径。"),
+    ("The flight recorder shows {detail}; {who}'s op is one the group had never issued before: its sequence left the "
+     "common path.",
+     "flight recorder 显示 {detail}；{who} 的操作是这个进程组此前从未发出过的：它的集合通信序列离开了共同的路径。"),
     # busy-past-timeout (postmortem.rules.timing): a progress bar that ran as long as the collective timeout
     ("{bar} on rank {rank} had been running for {elapsed} when the job failed, and {said}: the rank running it was "
      "busy for the whole window its peers waited in a collective, and they gave up at the timeout.",
