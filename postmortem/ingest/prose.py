@@ -22,11 +22,6 @@ _WORD = re.compile(r"[A-Za-z][a-z']{1,20}[,.;:!?)]?")
 _RECORD = re.compile(
     r"^\s*(?:\[|\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|[IWEF]\d{4} |File \"|Traceback \(|\w[\w.-]{0,40}:\d+:\d+ |"
     r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b|[\w.]{1,40}: )|\b\w{1,30}=\S|\b\d+(?:\.\d+)?(?:e-?\d+)?\s*(?:/|it/s|s/it|%|ms)\b")
-# A collector's prefix in front of a line makes it a record whatever follows (journald/syslog, docker compose,
-# kubectl --prefix, kubelet's CRI files)
-_COLLECTED = re.compile(r"^(?:(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d \S+ \S+: |"
-                        r"[\w.-]{1,64}-\d{1,4} {1,40}\| |\[pod/[^\]\s]{1,300}\] |"
-                        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S* (?:stdout|stderr) [PF] )")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 # Words that hold sentences together; a record has few of them
 _GLUE = frozenset("the a an is was were are be been it we i our this that to of and in on for with not but so "
@@ -53,7 +48,14 @@ _SPAN = re.compile(r"`[^`]{0,200}`")
 def is_record(line: str) -> bool:
     """A line shaped like a log record (time, level, prefix, key=value, metric, frame); quoted `code spans` are
     prose quoting a record, not one."""
-    return bool(_COLLECTED.match(line) or _RECORD.search(_SPAN.sub("", line[:400])))
+    return bool(_RECORD.search(_SPAN.sub("", line[:400])) or _collected(line))
+
+
+def _collected(line: str) -> bool:
+    """A launcher's or collector's prefix (journald, docker compose, kubectl --prefix, kubelet's CRI files, ...:
+    postmortem.parsers.prefixes) starts the line: output of the run, whatever follows."""
+    from postmortem.parsers.prefixes import strip_prefixes
+    return strip_prefixes(line[:400])[0] != line[:400]
 
 
 def looks_like_prose(head: bytes) -> bool:
