@@ -104,6 +104,9 @@ ZH_SENTENCES: list[tuple[str, str]] = [
      "C/C++ 栈帧；检查扩展、自定义算子和依赖数据的索引。"),
     # --- collectives and skew -----------------------------------------------------------------------------------
     ("They will never match: the code paths diverged.", "它们永远无法匹配：各 rank 的代码路径出现了分歧。"),
+    ("Each side sits at the other's call site and nothing in the logs says which one took the branch; read the "
+     "code at both sites for the condition that differs between ranks.",
+     "两边各停在对方所没有的调用点上，日志中没有任何信息能说明是哪一方走了那个分支；请阅读两处调用点的代码，找出在各 rank 间取值不同的条件。"),
     ("The ranks followed different code paths: they issued different collectives at the same point.",
      "各 rank 走了不同的代码路径：它们在同一位置发起了不同的集合通信。"),
     ("Ranks followed different code paths, so one waits in a collective the others never call (or call with other "

@@ -80,10 +80,15 @@ def test_the_rank_that_said_it_skipped_is_the_culprit_not_its_waiting_partner():
 
 def test_mirrored_call_sites_alone_are_never_lent_to_another_finding():
     # two ranks, each at the other's branch of an if/else: the line order does not say which one diverged
-    a = _analyze("barrier_skew__broadcast-vs-allreduce-spawn-2r-1")
+    # (a real lab run kept as a fixture: the lab draws >= 3 ranks for this mechanism, where a culprit can be named)
+    a = postmortem.analyze(os.path.join(ROOT, "tests", "fixtures", "mirror", "broadcast-vs-allreduce-spawn-2r"),
+                           jobs=1, quiet=True)
     c = a.tables.meta["culprits"]
     assert c.mechanism != "ahead-of-peers" or c.strength < LEND_STRENGTH
-    assert a.verdict.confidence < 0.8 or a.verdict.culprit_ranks == [1]
+    # the issue asks for a hedge where the evidence cannot say which side differs: no culprit, below 0.8, and the
+    # verdict says the two ranks mirror each other
+    assert a.verdict.category == "barrier_skew"
+    assert a.verdict.culprit_ranks in ([], [1]) and a.verdict.confidence < 0.8
 
 
 # ---- sizes: the one rank whose data count differs

@@ -230,12 +230,16 @@ def odd_rank_stack(tables):
                     culprit = sorted(int(r) for r in div.ranks)
                     left = (f" The flight recorder shows {div.detail}; {_names(culprit)}'s op is one the group had "
                             "never issued before: its sequence left the common path.")
+            mirror = "" if culprit or len(sites) != 2 else (
+                # the issue's own rule: where the evidence cannot say which side differs, say so and hedge
+                " Each side sits at the other's call site and nothing in the logs says which one took the branch; "
+                "read the code at both sites for the condition that differs between ranks.")
             return [Finding(rule="odd-rank-out-stack", category="straggler" if late else "barrier_skew",
                             confidence=0.8 if not left else 0.72, severity="critical",
                             title="Ranks wait in different collectives",
                             explanation="The stack dumps show ranks blocked in different collective call sites: "
                                         + "; ".join(f"{n} process(es) at {s}" for s, n in sites.items())
-                                        + ". They will never match: the code paths diverged." + left,
+                                        + ". They will never match: the code paths diverged." + left + mirror,
                             remediation="Make every rank call the same collectives in the same order.",
                             culprit_ranks=culprit,
                             affected_ranks=ranks([u for u in waiting if u not in (culprit or odd)]),
