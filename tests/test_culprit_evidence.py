@@ -189,3 +189,16 @@ def test_a_mirror_of_two_ranks_is_broken_by_the_op_the_group_never_issued_before
     div = match_collectives(coll[coll["line"].isna()]).first_divergence
     assert (div.kind, div.ranks, div.op) == ("op", (0,), "gloo:barrier")
     assert a.verdict.culprit_ranks == [0]
+
+
+def test_a_culprit_that_left_no_line_is_counted_apart_not_passed():
+    """Rank 0's stdout went into a stalled pipe under `mpirun --tag-output`: no line of rank 0 exists anywhere, so
+    the citation check has nothing to hold the verdict to (counted apart); a culprit that printed is held to it."""
+    silent = os.path.join(CASES, "logging_blocking__stdout-pipe-full-mpirun-tagged-3r-1")
+    spoke = os.path.join(CASES, "barrier_skew__broadcast-vs-allreduce-spawn-3r-1")
+    if not (os.path.isdir(silent) and os.path.isdir(spoke)):
+        pytest.skip("lab cases not present")
+    r = _citations().check(silent)
+    assert r["culprits"] == [0] and r["culprit_lines"] == 0
+    r = _citations().check(spoke)
+    assert r["culprits"] == [1] and r["culprit_lines"] > 0 and r["cites_culprit"], r
