@@ -10,9 +10,17 @@ import regex
 PREFIX_DEFS: list[dict] = [
     {"name": "torch_excepthook", "pattern": r"\[rank(?P<rank>\d+)\]:\s?",
      "samples": [("[rank1]: ValueError: corrupt sample at step 3", {"rank": "1"})]},
-    {"name": "torchrun_tee", "pattern": r"\[(?P<role>[A-Za-z_][A-Za-z_-]*?)(?P<local_rank>\d+)\]:",
+    # torchrun --tee: `[{role}{local_rank}]:`; the role may be empty (TorchX's dist.ddp: `[1]:hello`), but a bare
+    # `[1]:` alone on its line is the index of a failure in torchrun's own summary, not a prefix
+    {"name": "torchrun_tee", "pattern": r"\[(?P<role>[A-Za-z_][A-Za-z_-]*?)?(?P<local_rank>\d+)\]:(?=.)",
      "samples": [("[default1]:[rank1]: ValueError: x", {"local_rank": "1"}),
-                 ("[trainer0]:hello", {"local_rank": "0"})]},
+                 ("[trainer0]:hello", {"local_rank": "0"}), ("[1]:Traceback (most recent call last):",
+                                                             {"local_rank": "1"})]},
+    # TorchX (`torchx run` / `torchx log`): `{role}/{replica} ` before each line of a replica (a node's agent); the
+    # replica is a node, not a rank
+    {"name": "torchx_replica", "pattern": r"(?P<host>[A-Za-z_][\w.-]{0,63}/\d{1,5}) (?=\S|  )",
+     "samples": [("train/0 [1]:ValueError: x", {"host": "train/0"}),
+                 ("trainer/3 W1129 02:34:21.110000 15113 torch/distributed/run.py:874] x", {"host": "trainer/3"})]},
     {"name": "mpirun_tag", "pattern": r"\[(?P<job>\d+),(?P<rank>\d+)\](?:\[(?P<host>[^:\]]+):(?P<pid>\d+)\])?<(?:stdout|stderr|stddiag)>:\s?",
      "samples": [("[1,3]<stdout>:test-nccl-efa-worker-0:23:75 [3] NCCL INFO Connected NVLS tree", {"rank": "3"}),
                  ("[1,0][node1:123]<stderr>:x", {"rank": "0", "host": "node1"})]},
@@ -165,8 +173,8 @@ def strip_prefixes(line: str) -> tuple[str, dict]:
     msg = line
     for _ in range(8):  # prefixes stack a few deep at most
         if not msg or msg[0] not in _FIRST_CHARS and not (msg[0] in _AFTER_STAMP_CHARS and "ts" in info) \
-                and " | " not in msg[:110]:  # (docker compose's `service-1  | ` starts with any letter)
-            break
+                and " | " not in msg[:110] and not _replica_like(msg):
+            break  # (docker compose's `service-1  | ` and TorchX's `role/0 ` start with any letter)
         m = _ALL_RE.match(msg)
         if m is None:
             break
@@ -191,6 +199,12 @@ def strip_prefixes(line: str) -> tuple[str, dict]:
             mmdd = m.group("mmdd")
             info["ts"] = f"--{mmdd[:2]}-{mmdd[2:]}T{m.group('hms')}{m.group('frac')}"
     return msg, info
+
+
+def _replica_like(msg: str) -> bool:
+    """Whether a line may start with TorchX's `role/N ` (a cheap test before the prefix regex)."""
+    sp = msg.find(" ", 2, 72)
+    return sp > 0 and msg[sp - 1].isdigit() and "/" in msg[1:sp]
 
 
 def _level(msg: str):

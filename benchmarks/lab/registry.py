@@ -395,6 +395,14 @@ for _k, _shape in enumerate(NEW_SHAPES):
         if _shape not in _by_name[_n].launchers:
             _by_name[_n].launchers.append(_shape)
 
+# issue 31 follow-up: four more shapes users run (TorchX's local scheduler, submitit, TorchTitan's filtered console,
+# one log file shared by every rank), one mechanism of every class each, rotating on from where NEW_SHAPES ended
+MORE_SHAPES = ["torchx", "submitit", "ranks-filter", "shared-logfile"]
+for _k, _shape in enumerate(MORE_SHAPES, start=len(NEW_SHAPES)):
+    for _n in [cls[_k % len(cls)] for cls in _BY_CLASS]:
+        if _shape not in _by_name[_n].launchers:
+            _by_name[_n].launchers.append(_shape)
+
 # Ray Train and the notebook: one mechanism of most classes each (the memory-watchdog ones stay off Ray, whose
 # own processes the watchdog would also watch)
 for _shape, _names in {

@@ -27,8 +27,13 @@ DESCRIBE = {
     "structlog-json": "torchrun without tee; the script logs with structlog's JSONRenderer (dict_tracebacks) to stdout: console.log of JSON lines",
     "structlog-console": "torchrun --tee 3 --log-dir tlogs; the script logs with structlog's ConsoleRenderer: console.log with [defaultN]: prefixes + tlogs",
     "absl": "torchrun without tee; the script logs with absl.logging (I1128 12:00:00.000000 123 train.py:40] ...): console.log",
+    "torchx": "torchx run -s local_cwd dist.ddp -j 1xN --script train.py (TorchX 0.7.0, its default temporary log dir): console.log with torchx's own lines and `train/0 [N]:` prefixes (role/replica, then torchrun's tee prefix)",
+    "submitit": "submitit LocalExecutor, one job of N tasks (submitit 1.5.4; ranks from JobEnvironment): logs/<job>/<job>_<task>_log.out|err with submitit's own lines, the job's pickles, and the driver's console.log",
+    "ranks-filter": "torchrun --role rank --tee 3 --local-ranks-filter 0 train.py, as TorchTitan's run script launches: console.log holds rank 0's output only ([rank0]: prefixes) and torchrun's own lines",
+    "shared-logfile": "torchrun without tee; every rank's logging appends to one logs/train.log (`asctime - pid - level - message`, no rank in the line); console.log has the uncaught tracebacks and torchrun's lines",
 }
 STYLE = {"loguru": "loguru", "structlog-json": "structlog-json", "structlog-console": "structlog-console",
+         "shared-logfile": "sharedlog",
          "absl": "absl"}
 SLURM = {"srun-label", "sbatch-pertask"}
 # launchers whose ranks are not children of the launched process (slurmstepd starts them): the harness follows
@@ -50,6 +55,8 @@ def draw(rng: random.Random, launcher: str, ws: int) -> dict:
         return {"extra_limit": 20}
     if launcher == "deepspeed":
         return {"extra_limit": 30}  # the runner and the launcher each import deepspeed first
+    if launcher in ("torchx", "submitit"):
+        return {"extra_limit": 20}  # the launcher's own start-up
     if launcher == "absl":
         return {"absl_handler": rng.random() < 0.5}
     if launcher == "k8s-pods":
@@ -98,7 +105,16 @@ def command(launcher: str, ws: int, script: str, case: str, params: dict, port: 
     if launcher == "deepspeed":
         return [os.path.join(venv, "bin", "deepspeed"), "--num_gpus", str(ws), "--master_port", str(port), script], \
             "console.log", {}
-    if launcher in ("loguru", "structlog-json", "absl"):
+    if launcher == "torchx":
+        # local_cwd runs the script from the job dir (the harness's cwd); env: the scheduler passes its own on
+        return [os.path.join(venv, "bin", "torchx"), "run", "-s", "local_cwd", "dist.ddp", "-j", f"1x{ws}",
+                "--script", os.path.basename(script)], "console.log", {}
+    if launcher == "submitit":
+        return [py, os.path.join(HERE, "submitit_driver.py"), str(ws), script, case], "console.log", \
+            {"MASTER_PORT": str(port)}
+    if launcher == "ranks-filter":
+        return torchrun + ["--role", "rank", "--tee", "3", "--local-ranks-filter", "0", script], "console.log", {}
+    if launcher in ("loguru", "structlog-json", "absl", "shared-logfile"):
         return torchrun + [script], "console.log", {}
     if launcher == "structlog-console":
         return torchrun + ["--tee", "3", "--log-dir", os.path.join(case, "tlogs"), script], "console.log", {}

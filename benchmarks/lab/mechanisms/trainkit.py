@@ -86,6 +86,13 @@ class Lab:
                 sh = logging.StreamHandler(sys.stdout)
                 sh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
                 lg.addHandler(sh)
+        elif self.style == "sharedlog":
+            # one file for the whole job: every rank's FileHandler appends to it, and the format names the process,
+            # not the rank (a common default: `%(process)d`), so a line says which pid wrote it and nothing more
+            os.makedirs(os.path.join(self.out, "logs"), exist_ok=True)
+            fh = logging.FileHandler(os.path.join(self.out, "logs", "train.log"))
+            fh.setFormatter(logging.Formatter("%(asctime)s - %(process)d - %(levelname)s - %(message)s"))
+            lg.addHandler(fh)
         elif self.style == "jsonl":
             os.makedirs(os.path.join(self.out, "logs"), exist_ok=True)
             fh = logging.FileHandler(os.path.join(self.out, "logs", f"rank{self.rank}.jsonl"))
@@ -169,7 +176,7 @@ class Lab:
             main(self)
         except BaseException as e:
             self.side("exception", type=type(e).__name__, msg=str(e)[:300])
-            if self.style in ("logging", "jsonl", "loguru", "structlog-json", "structlog-console", "absl"):
+            if self.style in ("logging", "jsonl", "loguru", "structlog-json", "structlog-console", "absl", "sharedlog"):
                 self.logger.exception("Training failed", extra={"fields": {}})
             raise
         self.side("end", status="ok")

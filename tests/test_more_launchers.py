@@ -1,0 +1,65 @@
+"""Launcher shapes added after issue 30 (benchmarks/lab: torchx, submitit, ranks-filter, shared-logfile): the
+prefixes and file names they write, then the real lab runs under each (benchmarks/lab/cases), culprit exact."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import postmortem
+from postmortem.ingest.discover import path_hints
+from postmortem.parsers.prefixes import strip_prefixes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CASES = os.path.join(ROOT, "benchmarks", "lab", "cases")
+SHAPES = ("torchx", "submitit", "ranks-filter", "shared-logfile")
+
+
+def test_torchx_replica_and_role_less_tee_prefixes_are_stripped():
+    msg, info = strip_prefixes("train/0 [1]:Traceback (most recent call last):")
+    assert msg == "Traceback (most recent call last):"
+    assert info["local_rank"] == 1 and info["host"] == "train/0"
+    msg, info = strip_prefixes("trainer/2 W1129 02:34:21.110000 15113 torch/distributed/run.py:874] x")
+    assert info["host"] == "trainer/2" and msg.startswith("W1129")
+
+
+def test_a_failure_index_of_torchruns_summary_is_no_prefix():
+    # `[1]:` alone on its line numbers a failure in ChildFailedError's summary; the summary parser needs it
+    assert strip_prefixes("[1]:") == ("[1]:", {})
+    assert strip_prefixes("train/0 [0]:")[0] == "[0]:"
+
+
+def test_ordinary_lines_with_a_slash_keep_their_words():
+    # (a line that starts with `word/N ` is read as TorchX's tag: `data/2 files missing` loses `data/2`; progress
+    # counts, paths and metric names keep theirs)
+    for line in ("epoch 3/10 loss 0.5", "step 12/100: loss=0.3", "12/100 [00:01<00:02, 50.0it/s]",
+                 "train/loss 0.53 at step 4", "/data/2 files missing", "ckpt/step_2 saved"):
+        msg, info = strip_prefixes(line)
+        assert "host" not in info, line
+
+
+def test_submitit_task_files_name_their_rank():
+    assert path_hints("logs/15085/15085_1_log.err") == {"rank": 1}
+    assert path_hints("logs/123_4/123_4_2_log.out") == {"rank": 2}  # an array job's index, then the task
+    assert path_hints("logs/15085/15085_submitted.pkl") == {}
+
+
+def _lab_cases() -> list[str]:
+    if not os.path.isdir(CASES):
+        return []
+    out = []
+    for name in sorted(os.listdir(CASES)):
+        path = os.path.join(CASES, name, "case.json")
+        if os.path.isfile(path) and json.load(open(path, encoding="utf-8")).get("launcher") in SHAPES:
+            out.append(name)
+    return out
+
+
+@pytest.mark.parametrize("name", _lab_cases())
+def test_real_runs_under_the_new_launchers_name_the_culprit(name):
+    """Each real run: the verdict's category is one the case accepts and its culprits are exactly the case's."""
+    case = json.load(open(os.path.join(CASES, name, "case.json"), encoding="utf-8"))
+    a = postmortem.analyze(os.path.join(CASES, name), quiet=True)
+    assert a.verdict.category in case["expect"]["categories"], (a.verdict.category, a.verdict.culprit_ranks)
+    assert sorted(a.verdict.culprit_ranks) == sorted(case["expect"]["culprit_ranks"])
