@@ -8,6 +8,10 @@ import regex
 # Each prefix: name, anchored pattern, and sample lines with the fields they must yield (checked by load_prefixes).
 # Groups that carry meaning: rank, local_rank, host, ts, level, pid. Everything else is consumed and dropped.
 PREFIX_DEFS: list[dict] = [
+    # torchrun --tee with `--role rank` (TorchTitan's launch): the tee's `[rank0]:` before torch's own `[rank0]: `
+    # on a traceback line (two stacked) is the tee's, a local rank
+    {"name": "torchrun_tee_rank_role", "pattern": r"\[rank(?P<local_rank>\d+)\]:(?=\[rank\d+\]:)",
+     "samples": [("[rank0]:[rank0]: Traceback (most recent call last):", {"local_rank": "0"})]},
     {"name": "torch_excepthook", "pattern": r"\[rank(?P<rank>\d+)\]:\s?",
      "samples": [("[rank1]: ValueError: corrupt sample at step 3", {"rank": "1"})]},
     # torchrun --tee: `[{role}{local_rank}]:`; the role may be empty (TorchX's dist.ddp: `[1]:hello`), but a bare

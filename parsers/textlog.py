@@ -79,7 +79,7 @@ def parse_textlog(source: Source) -> ParseResult:
     # Stack dumps list frames, not log lines: `save_checkpoint (x.py:3)` is no save, a command line is no config
     # echo, and `File "..."` frames are not a raised exception. Only failure lines (py-spy's own errors) count.
     dump = source.kind in ("pyspy", "stack_dump")
-    plain, waited = None, False
+    plain, waited, tee = None, False, False
     big, dump_kinds = embedded.read_by_line_parser(source), set()
     for lineno, raw, steps_only in items:
         record = json_record(raw) if scheme.jsonl and raw[:1] == "{" else None
@@ -115,6 +115,8 @@ def parse_textlog(source: Source) -> ParseResult:
                 if lm.group("rank") is not None and "rank" not in carry:
                     carry = {**carry, "rank": int(lm.group("rank"))}
                 continue
+            if "local_rank" in info:
+                tee = True  # torchrun --tee's `[roleN]:`: each rank's stdout and stderr tailed to this file apart
             dedup = info.get("ray_dedup", False)
             rank = None if dedup else spawned.rank_for(message, _line_rank(info, message, base_rank))
             ctx = {"rank": rank, "host": info.get("host") or source.host, "ts": _ts(info.get("ts"))}
@@ -221,6 +223,8 @@ def parse_textlog(source: Source) -> ParseResult:
         result.meta["hostpid_rank"] = hostpid_rank
     if scheme.actors:  # Ray's log monitor forwards each actor's stdout and stderr apart: line order is not time order
         result.meta["unordered_streams"] = {source.source: "ray actor stdout/stderr merged by the log monitor"}
+    elif tee:  # so does torchrun's tee (a tail thread per file): a rank's stdout can come after its traceback
+        result.meta["unordered_streams"] = {source.source: "torchrun --tee: each rank's stdout and stderr tailed apart"}
     if scanner is not None and getattr(scanner, "summarised", False):
         if any(scanner.nccl_counts.values()):
             result.meta["nccl_counts"] = {source.source: dict(scanner.nccl_counts)}

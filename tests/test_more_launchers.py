@@ -13,7 +13,7 @@ from postmortem.parsers.prefixes import strip_prefixes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASES = os.path.join(ROOT, "benchmarks", "lab", "cases")
-SHAPES = ("torchx", "submitit", "ranks-filter", "shared-logfile")
+SHAPES = ("torchx", "submitit", "ranks-filter", "shared-logfile", "hydra", "distributed-launch")
 
 
 def test_torchx_replica_and_role_less_tee_prefixes_are_stripped():
@@ -56,10 +56,21 @@ def _lab_cases() -> list[str]:
     return out
 
 
+# runs whose inputs do not hold the category's evidence: the verdict must name the culprit and stay hedged
+HIDDEN = {
+    # --local-ranks-filter 0: rank 3's NaN and its FloatingPointError never reach the console; rank 0 only waited
+    "nan_inf__nan-check-raises-ranks-filter-8r-1": "the culprit's output is filtered out of the console",
+}
+
+
 @pytest.mark.parametrize("name", _lab_cases())
 def test_real_runs_under_the_new_launchers_name_the_culprit(name):
     """Each real run: the verdict's category is one the case accepts and its culprits are exactly the case's."""
     case = json.load(open(os.path.join(CASES, name, "case.json"), encoding="utf-8"))
     a = postmortem.analyze(os.path.join(CASES, name), quiet=True)
+    if name in HIDDEN:
+        assert sorted(a.verdict.culprit_ranks) == sorted(case["expect"]["culprit_ranks"])
+        assert a.verdict.confidence < 0.5, HIDDEN[name]
+        return
     assert a.verdict.category in case["expect"]["categories"], (a.verdict.category, a.verdict.culprit_ranks)
     assert sorted(a.verdict.culprit_ranks) == sorted(case["expect"]["culprit_ranks"])

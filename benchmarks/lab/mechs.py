@@ -13,7 +13,8 @@ CATEGORIES = {"gpu_oom", "host_oom", "dataloader_failure", "barrier_skew", "stra
               "checkpoint_corruption", "nccl_error", "gpu_hardware", "nan_inf", "ddp_usage_error", "rank_crash",
               "collective_timeout", "no_failure", "unknown", "job_stopped"}
 STYLE = {"spawn": "logging", "jsonl": "jsonl", "loguru": "loguru", "structlog-json": "structlog-json",
-         "structlog-console": "structlog-console", "absl": "absl", "shared-logfile": "sharedlog"}
+         "structlog-console": "structlog-console", "absl": "absl", "shared-logfile": "sharedlog",
+         "hydra": "hydralog"}
 
 
 @dataclasses.dataclass

@@ -152,19 +152,33 @@ def rank_exited_silently(tables):
     culprits = [int(r) for r in gone["rank"]]
     g = gone.iloc[0]
     exits = ", ".join(f"rank {int(r)}: {e}" for r, e in zip(gone["rank"], gone["exit"]))
+    # A rank none of whose own lines is in the inputs (a console filtered to rank 0, a log shared without rank
+    # tags): that no exception of it shows says nothing; only the launcher's word that it exited first is left.
+    unheard = not set(culprits) & _heard(tables)
     evidence = [_at_evidence(g["exit_at"], int(g["rank"]), f"rank {int(g['rank'])} exit: {g['exit']} (no Python exception)")]
     evidence += [_at_evidence(r["first_error_at"], int(r["rank"]), str(r["first_error"] or "waiting in a collective"))
                  for _, r in lost.head(2).iterrows()]
-    return [Finding(rule="rank-exited-silently", category="rank_crash", confidence=0.55, severity="error",
-                    title=f"Rank {culprits[0]} exited ({g['exit']}) without an exception",
-                    explanation=(f"The launcher reports {exits}, and no Python exception was printed by "
-                                 f"{'that rank' if len(culprits) == 1 else 'those ranks'}; the other ranks then lost "
+    who = "that rank" if len(culprits) == 1 else "those ranks"
+    said = (f"none of {who}'s own output is in the inputs (the logs show other ranks only), so whether it raised "
+            "is not known" if unheard else f"no Python exception was printed by {who}")
+    return [Finding(rule="rank-exited-silently", category="rank_crash", confidence=0.4 if unheard else 0.55,
+                    severity="error",
+                    title=f"Rank {culprits[0]} exited ({g['exit']})" + ("" if unheard else " without an exception"),
+                    explanation=(f"The launcher reports {exits}, and {said}; the other ranks then lost "
                                  "their connection to it or timed out waiting. The rank that left is the cause; "
                                  "their errors follow from it."),
                     remediation="Find why that rank exited: an explicit exit with an error code, a native crash "
                                 "(PYTHONFAULTHANDLER=1 shows where), or a kill from outside (dmesg, the scheduler).",
                     culprit_ranks=culprits, affected_ranks=[int(r) for r in lost["rank"]], evidence=evidence[:4],
                     order=(1, float("inf")), explains=("collective_timeout", "nccl_error", "unknown"))]
+
+
+def _heard(tables) -> set[int]:
+    """Ranks with lines of their own in the inputs (their last lines: what they printed, not a launcher's word)."""
+    last = tables.frames.get("last_lines")
+    if last is None or last.empty or "rank" not in last.columns:
+        return set()
+    return {int(r) for r in last["rank"].dropna().unique()}
 
 
 def _at_evidence(at, rank: int, text: str) -> Evidence:

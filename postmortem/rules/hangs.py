@@ -245,7 +245,41 @@ def odd_rank_stack(tables):
                             affected_ranks=ranks([u for u in waiting if u not in (culprit or odd)]),
                             evidence=[_stack_ev(rows[u], "collective_wait") for u in waiting[:6]],
                             order=(1, float("inf")), explains=("collective_timeout", "straggler"))]
-    return []
+    return _elsewhere_than_reporters(rows, cls, waited, dead)
+
+
+def _elsewhere_than_reporters(rows: dict, cls: dict, waited: set, dead: set) -> list[Finding]:
+    """No dump shows a collective wait (py-spy without native frames, taken between steps), but the ranks dumped
+    share one place, a rank that reported the timeout among them, and one rank is elsewhere: the reporters' place
+    is where the job waited, the rank elsewhere is what it waited for."""
+    units = [u for u in rows if isinstance(u, int)]
+    if len(units) < 3 or not waited:
+        return []
+    site = {u: _innermost_user(rows[u]["frames"]) for u in units}
+    common, n = Counter(site.values()).most_common(1)[0]
+    odd = [u for u in units if site[u] != common]
+    if len(odd) != 1 or n != len(units) - 1 or odd[0] in waited or odd[0] in dead:
+        return []
+    if not any(u in waited for u in units if site[u] == common):
+        return []
+    u = odd[0]
+    kind = cls[u]
+    category = {"logging": "logging_blocking", "data_loading": "dataloader_failure"}.get(kind, "straggler")
+    same = [v for v in units if v != u]
+    return [Finding(rule="odd-rank-out-stack", category=category, confidence=0.5, severity="critical",
+                    title=f"{_name(u)} is elsewhere ({site[u]}) while the others are all at {common}",
+                    explanation=(f"In the stack dumps {_names(same)} are all at {common}, and "
+                                 f"{_names(sorted(waited & set(same)))} reported the collective timeout; {_name(u)} "
+                                 f"is at {site[u]} instead. The dumps show no collective frame (no native frames), "
+                                 "so this rests on the odd place alone: the others waited for the rank that was "
+                                 "elsewhere."),
+                    remediation=sentence_case(_KIND_FIX.get(kind, "").format(who=_name(u), where=site[u])) or
+                                f"Find out why {_name(u)} is at {site[u]} (a blocking open or read, a lock, a "
+                                "sleep, slow work) and fix it; take the next dump with py-spy dump --native to see "
+                                "the collective the others wait in.",
+                    culprit_ranks=[u], affected_ranks=same,
+                    evidence=[_stack_ev(rows[u], kind)] + [_stack_ev(rows[v], cls[v]) for v in same[:2]],
+                    order=(1, float("inf")), explains=("collective_timeout", "rank_crash", "unknown"))]
 
 
 # What to change, by what the odd rank was doing (postmortem.stacks classes); the generic advice otherwise.

@@ -30,10 +30,12 @@ DESCRIBE = {
     "torchx": "torchx run -s local_cwd dist.ddp -j 1xN --script train.py (TorchX 0.7.0, its default temporary log dir): console.log with torchx's own lines and `train/0 [N]:` prefixes (role/replica, then torchrun's tee prefix)",
     "submitit": "submitit LocalExecutor, one job of N tasks (submitit 1.5.4; ranks from JobEnvironment): logs/<job>/<job>_<task>_log.out|err with submitit's own lines, the job's pickles, and the driver's console.log",
     "ranks-filter": "torchrun --role rank --tee 3 --local-ranks-filter 0 train.py, as TorchTitan's run script launches: console.log holds rank 0's output only ([rank0]: prefixes) and torchrun's own lines",
+    "hydra": "torchrun without tee of a Hydra app (hydra-core 1.3.8) that runs the script: the script logs through the root logger Hydra configures ([asctime][name][LEVEL] - message on the console and in outputs/<date>/<time>/app.log, a run dir shared by ranks that start in the same second); Hydra prints an escaping exception itself",
+    "distributed-launch": "python -m torch.distributed.launch --nproc-per-node N train.py (the deprecated launcher: its FutureWarning, --local-rank=N passed to the script): console.log",
     "shared-logfile": "torchrun without tee; every rank's logging appends to one logs/train.log (`asctime - pid - level - message`, no rank in the line); console.log has the uncaught tracebacks and torchrun's lines",
 }
 STYLE = {"loguru": "loguru", "structlog-json": "structlog-json", "structlog-console": "structlog-console",
-         "shared-logfile": "sharedlog",
+         "shared-logfile": "sharedlog", "hydra": "hydralog",
          "absl": "absl"}
 SLURM = {"srun-label", "sbatch-pertask"}
 # launchers whose ranks are not children of the launched process (slurmstepd starts them): the harness follows
@@ -55,7 +57,7 @@ def draw(rng: random.Random, launcher: str, ws: int) -> dict:
         return {"extra_limit": 20}
     if launcher == "deepspeed":
         return {"extra_limit": 30}  # the runner and the launcher each import deepspeed first
-    if launcher in ("torchx", "submitit"):
+    if launcher in ("torchx", "submitit", "hydra"):
         return {"extra_limit": 20}  # the launcher's own start-up
     if launcher == "absl":
         return {"absl_handler": rng.random() < 0.5}
@@ -112,6 +114,13 @@ def command(launcher: str, ws: int, script: str, case: str, params: dict, port: 
     if launcher == "submitit":
         return [py, os.path.join(HERE, "submitit_driver.py"), str(ws), script, case], "console.log", \
             {"MASTER_PORT": str(port)}
+    if launcher == "hydra":
+        app = os.path.join(os.path.dirname(script), "app.py")  # beside train.py, as a user's entry point is
+        shutil.copy(os.path.join(HERE, "hydra_app.py"), app)
+        return torchrun + [app, "hydra.run.dir=" + os.path.join(case, "outputs", "${now:%Y-%m-%d}", "${now:%H-%M-%S}")], \
+            "console.log", {}
+    if launcher == "distributed-launch":
+        return [py, "-m", "torch.distributed.launch", "--standalone", f"--nproc-per-node={ws}", script], "console.log", {}
     if launcher == "ranks-filter":
         return torchrun + ["--role", "rank", "--tee", "3", "--local-ranks-filter", "0", script], "console.log", {}
     if launcher in ("loguru", "structlog-json", "absl", "shared-logfile"):

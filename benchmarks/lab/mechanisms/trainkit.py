@@ -86,6 +86,9 @@ class Lab:
                 sh = logging.StreamHandler(sys.stdout)
                 sh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
                 lg.addHandler(sh)
+        elif self.style == "hydralog":
+            lg.propagate = True  # to the root logger Hydra configured (console + the run dir's app.log), as
+            return lg            # `log = logging.getLogger(__name__)` in a Hydra app does
         elif self.style == "sharedlog":
             # one file for the whole job: every rank's FileHandler appends to it, and the format names the process,
             # not the rank (a common default: `%(process)d`), so a line says which pid wrote it and nothing more
@@ -176,7 +179,7 @@ class Lab:
             main(self)
         except BaseException as e:
             self.side("exception", type=type(e).__name__, msg=str(e)[:300])
-            if self.style in ("logging", "jsonl", "loguru", "structlog-json", "structlog-console", "absl", "sharedlog"):
+            if self.style in ("logging", "jsonl", "loguru", "structlog-json", "structlog-console", "absl", "sharedlog", "hydralog"):
                 self.logger.exception("Training failed", extra={"fields": {}})
             raise
         self.side("end", status="ok")
