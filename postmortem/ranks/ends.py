@@ -374,6 +374,10 @@ def _inferred_exits(tables, rows: dict, ends: _Ends) -> None:
 UNRANKED_GOES_ON = 3  # later step reports a rank-less stream needs after an exception to have gone on
 
 
+# reports of a rank that torchrun's tee can show after its traceback though written before it (one tail batch)
+TEE_HELD_BEHIND = 3
+
+
 class _GoesOn:
     """Where each output stream (a file, and the rank of its lines) went on after a line: later training steps or
     an end-of-training marker in the same stream, or a zero exit of its rank."""
@@ -410,7 +414,7 @@ class _GoesOn:
         self.all_normal = _all_normal(tables, self.exited_ok)
         # sources whose lines of one process are not in time order (two pipes merged apart): later lines there do
         # not show that a process went on after a traceback
-        self.unordered = set(((getattr(tables, "meta", None) or {}).get("unordered_streams") or {}).keys())
+        self.unordered = dict((getattr(tables, "meta", None) or {}).get("unordered_streams") or {})
 
     def went_on(self, rank, source, line) -> bool:
         """True when the stream of (rank, source) went on training or ended normally after `line`."""
@@ -423,8 +427,11 @@ class _GoesOn:
             return False
         if source in self.unordered and lines[0] > int(line):
             # every report of the rank came after the traceback: one pipe's batch forwarded behind the other's
-            # (Ray's log monitor), not progress after it; progress on both sides of it is
-            return False
+            # (Ray's log monitor), not progress after it; progress on both sides of it is. torchrun's tee tails
+            # each file every fraction of a second: only a few reports can be held behind a traceback that way,
+            # a run that trained on after a handled error prints more
+            if not self.unordered[source].startswith("torchrun --tee") or len(lines) < TEE_HELD_BEHIND:
+                return False
         # A stream without a rank mixes processes: another rank's last few reports can follow a crash, so it went
         # on only when several more came (one process printing on).
         need = 1 if not _null(rank) else UNRANKED_GOES_ON

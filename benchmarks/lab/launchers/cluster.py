@@ -32,6 +32,9 @@ DESCRIBE = {
     "ranks-filter": "torchrun --role rank --tee 3 --local-ranks-filter 0 train.py, as TorchTitan's run script launches: console.log holds rank 0's output only ([rank0]: prefixes) and torchrun's own lines",
     "hydra": "torchrun without tee of a Hydra app (hydra-core 1.3.8) that runs the script: the script logs through the root logger Hydra configures ([asctime][name][LEVEL] - message on the console and in outputs/<date>/<time>/app.log, a run dir shared by ranks that start in the same second); Hydra prints an escaping exception itself",
     "distributed-launch": "python -m torch.distributed.launch --nproc-per-node N train.py (the deprecated launcher: its FutureWarning, --local-rank=N passed to the script): console.log",
+    "notebook-shell": "a notebook cell `!torchrun --standalone --nproc-per-node N train.py` executed by jupyter nbconvert: the executed train.ipynb holds torchrun's whole console as the cell's stream output (IPython's pty: \\r\\n line ends); nbconvert's console.log",
+    "deepspeed-rank-logs": "deepspeed --num_gpus N --enable_each_rank_log rank_logs train.py (DeepSpeed 0.19.8): each rank's stdout+stderr in rank_logs/<YYYYmmddHHMMSS>_rank<N>.log, console.log has the launcher's own lines",
+    "wandb": "torchrun without tee; rank 0 runs wandb.init(mode='offline') (wandb 0.31.0): console.log, and wandb/offline-run-*/files/output.log (rank 0's console as wandb captured it), logs/debug*.log",
     "shared-logfile": "torchrun without tee; every rank's logging appends to one logs/train.log (`asctime - pid - level - message`, no rank in the line); console.log has the uncaught tracebacks and torchrun's lines",
 }
 STYLE = {"loguru": "loguru", "structlog-json": "structlog-json", "structlog-console": "structlog-console",
@@ -57,7 +60,7 @@ def draw(rng: random.Random, launcher: str, ws: int) -> dict:
         return {"extra_limit": 20}
     if launcher == "deepspeed":
         return {"extra_limit": 30}  # the runner and the launcher each import deepspeed first
-    if launcher in ("torchx", "submitit", "hydra"):
+    if launcher in ("torchx", "submitit", "hydra", "notebook-shell", "deepspeed-rank-logs", "wandb"):
         return {"extra_limit": 20}  # the launcher's own start-up
     if launcher == "absl":
         return {"absl_handler": rng.random() < 0.5}
@@ -119,6 +122,14 @@ def command(launcher: str, ws: int, script: str, case: str, params: dict, port: 
         shutil.copy(os.path.join(HERE, "hydra_app.py"), app)
         return torchrun + [app, "hydra.run.dir=" + os.path.join(case, "outputs", "${now:%Y-%m-%d}", "${now:%H-%M-%S}")], \
             "console.log", {}
+    if launcher == "notebook-shell":
+        return [py, os.path.join(HERE, "notebook_shell.py"), str(ws), script, case], "console.log", {}
+    if launcher == "deepspeed-rank-logs":
+        return [os.path.join(venv, "bin", "deepspeed"), "--num_gpus", str(ws), "--master_port", str(port),
+                "--enable_each_rank_log", os.path.join(case, "rank_logs"), script], "console.log", {}
+    if launcher == "wandb":
+        return torchrun + [script], "console.log", {"WANDB_MODE": "offline", "WANDB_DIR": case,
+                                                    "WANDB_SILENT": "false"}
     if launcher == "distributed-launch":
         return [py, "-m", "torch.distributed.launch", "--standalone", f"--nproc-per-node={ws}", script], "console.log", {}
     if launcher == "ranks-filter":

@@ -55,6 +55,10 @@ class Lab:
         self.acc = None
         self._progress = {"step": 0, "t": time.time()}
         self.logger = self._make_logger()
+        self.wb = None
+        if os.environ.get("LAB_LAUNCHER") == "wandb" and self.rank == 0:
+            import wandb  # noqa: PLC0415  (rank 0 tracks the run, offline: WANDB_MODE/WANDB_DIR from the launcher)
+            self.wb = wandb.init(project="lab", config={k: v for k, v in P.items() if k != "env"})
         self.side("start", pid=os.getpid(), local_rank=self.local_rank, world=self.world)
 
     # ---- side channel (harness only) ----
@@ -125,6 +129,9 @@ class Lab:
         extra = "".join(f" {k} {v:.4g}" if isinstance(v, float) else f" {k} {v}" for k, v in kw.items())
         tot = f"/{total}" if total else ""
         self.log(f"step {step}{tot} loss {loss:.4f}{extra}", step=step, loss=round(float(loss), 5), **kw)
+        if self.wb is not None:
+            self.wb.log({"loss": float(loss), **{k: v for k, v in kw.items() if isinstance(v, (int, float))}},
+                        step=step)
 
     # ---- distributed ----
     def init_pg(self, timeout_s: float | None = None) -> None:
