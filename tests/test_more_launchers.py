@@ -13,7 +13,8 @@ from postmortem.parsers.prefixes import strip_prefixes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASES = os.path.join(ROOT, "benchmarks", "lab", "cases")
-SHAPES = ("torchx", "submitit", "ranks-filter", "shared-logfile", "hydra", "distributed-launch")
+SHAPES = ("torchx", "submitit", "ranks-filter", "shared-logfile", "hydra", "distributed-launch", "notebook-shell",
+          "deepspeed-rank-logs", "wandb")
 
 
 def test_torchx_replica_and_role_less_tee_prefixes_are_stripped():

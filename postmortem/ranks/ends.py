@@ -480,14 +480,42 @@ def handled_tracebacks(tables) -> list[bool]:
     tb = tables.tracebacks
     if tb.empty:
         return []
+    ranks = (getattr(tables, "frames", None) or {}).get("ranks")  # (the rank states, once they are known)
     cached = getattr(tables, "_handled", None)
-    if cached is not None and cached[0] is tb:
+    if cached is not None and cached[0] is tb and cached[2] is ranks:
         return cached[1]
     goes = _GoesOn(tables)
     out = [goes.went_on(r, s, e if not _null(e) else ln) for r, s, ln, e in
            zip(tb["rank"].tolist(), tb["source"].tolist(), tb["line"].tolist(), tb["end_line"].tolist())]
+    if not all(out) and _every_rank_finished_alike(tables):
+        # a library's own exception in a log of its own (wandb's debug.log: a background thread's callback failing
+        # at shutdown) that no rank felt: every rank trained to the same last step and none ended badly
+        stepped = set(tables.steps["source"].unique()) if len(tables.steps) else set()
+        out = [h or (_null(r) and s not in stepped and _library_only(fr))
+               for h, r, s, fr in zip(out, tb["rank"].tolist(), tb["source"].tolist(), tb["frames"].tolist())]
     try:
-        tables._handled = (tb, out)
+        tables._handled = (tb, out, ranks)
     except AttributeError:
         pass
     return out
+
+
+_LIBRARY_FILE = compile_search(r"site-packages/|dist-packages/|/lib/python3\.\d+/|<frozen ")
+
+
+def _library_only(frames) -> bool:
+    """Every frame of a traceback is in an installed package or the standard library: no code of the job's own."""
+    files = [str(f.get("file") or "") for f in frames or [] if not f.get("native")]
+    return bool(files) and all(_LIBRARY_FILE.search(f) for f in files)
+
+
+def _every_rank_finished_alike(tables) -> bool:
+    """Every rank of the ranks table reported training steps, all to the same last step, and none ended badly (an
+    exception, a signal, a kill, an error exit, a timeout, a lost peer, the launcher's stop)."""
+    ranks = (getattr(tables, "frames", None) or {}).get("ranks")  # (none yet while the tables are assembled)
+    if ranks is None or ranks.empty or "last_step" not in ranks.columns or "end" not in ranks.columns:
+        return False
+    last = ranks["last_step"]
+    if last.isna().any() or last.nunique() != 1:
+        return False
+    return bool(ranks["end"].isin(["running", "exited"]).all())
