@@ -58,7 +58,8 @@ class Lab:
         self.wb = None
         if os.environ.get("LAB_LAUNCHER") == "wandb" and self.rank == 0:
             import wandb  # noqa: PLC0415  (rank 0 tracks the run, offline: WANDB_MODE/WANDB_DIR from the launcher)
-            self.wb = wandb.init(project="lab", config={k: v for k, v in P.items() if k != "env"})
+            # a training config of its own: the run's params would name the fault in wandb's debug.log
+            self.wb = wandb.init(project="lab", config={"lr": 0.05, "steps": P.get("steps"), "world": self.world})
         self.side("start", pid=os.getpid(), local_rank=self.local_rank, world=self.world)
 
     # ---- side channel (harness only) ----
