@@ -255,21 +255,25 @@ def _summaries(act: pd.DataFrame, axis: Axis, culprits, affected, last_steps) ->
     kind = act["kind"].astype(str).tolist()
     text = act["text"].tolist()
     key = act["key"].tolist()
-    err_pos = np.flatnonzero(act["err"].to_numpy(dtype=bool))
+    err = act["err"].to_numpy(dtype=bool)
+    err_pos = np.flatnonzero(err)
     err_cut = np.searchsorted(err_pos, bounds)
+    # each group's last row that is no error (its busy-until), in one pass: -1 where there is none
+    last_ok = np.maximum.reduceat(np.where(err, -1, np.arange(len(err))), bounds[:-1]) if len(err) else []
+    firsts, lasts = bounds[:-1], bounds[1:] - 1
+    first_where = _where_all(axis, x, source, line, firsts)
+    last_where = _where_all(axis, x, source, line, lasts)
     culprits, affected = set(culprits), set(affected)
     out = []
     for g, rank in enumerate(keys):
         a, b = int(bounds[g]), int(bounds[g + 1]) - 1
         role = "culprit" if rank in culprits else "affected" if rank in affected else "other"
         s = RankSummary(rank=rank, first_x=float(x[a]), last_x=float(x[b]),
-                        first_where=axis.where(x[a], source[a], line[a]),
-                        last_where=axis.where(x[b], source[b], line[b]),
+                        first_where=first_where[g], last_where=last_where[g],
                         last_kind=str(kind[b]), last_text=str(text[b])[:240], last_key=str(key[b]), role=role)
         errs = err_pos[err_cut[g]:err_cut[g + 1]]
         s.n_errors = int(len(errs))
-        ok = np.setdiff1d(np.arange(a, b + 1), errs, assume_unique=True)
-        s.busy_until = float(x[ok[-1]]) if len(ok) else None
+        s.busy_until = float(x[last_ok[g]]) if last_ok[g] >= 0 else None
         if len(errs):
             xs = x[errs]
             s.error_xs = [float(v) for v in xs[:: max(1, len(xs) // MAX_MARKS)][:MAX_MARKS]]
@@ -280,6 +284,14 @@ def _summaries(act: pd.DataFrame, axis: Axis, culprits, affected, last_steps) ->
             s.last_step = last_steps[rank][0]
         out.append(s)
     return out
+
+
+def _where_all(axis: Axis, x: np.ndarray, source: list, line: list, at: np.ndarray) -> list[str]:
+    """axis.where() of many positions at once (the times formatted as one column: per call it cost ~9 us)."""
+    if axis.mode == "time" and axis.origin is not None:
+        stamps = axis.origin + pd.to_timedelta(x[at], unit="s")
+        return list(pd.DatetimeIndex(stamps).strftime("%Y-%m-%d %H:%M:%S"))
+    return [axis.where(x[i], source[i], line[i]) for i in at]
 
 
 def _how(s: RankSummary) -> str:

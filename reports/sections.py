@@ -260,22 +260,26 @@ def nccl_view(nccl: pd.DataFrame) -> NcclView | None:
     networks: set[str] = set()
     rings = trees = 0
     topo: list[str] = []
-    for m in msgs:
+    # each distinct message once, with how often it came, in the order of first appearance (thousands of ranks
+    # print the same few hundred lines)
+    counts = msgs.value_counts(sort=False).to_dict()
+    for m in pd.unique(msgs.to_numpy(dtype=object)):
+        n = counts[m]
         if "via " in m:
             for t in _VIA.findall(m):
-                transports[t.strip()] = transports.get(t.strip(), 0) + 1
+                transports[t.strip()] = transports.get(t.strip(), 0) + n
         if "network" in m or "NET/" in m:
             for a, b, c in _NETWORK.findall(m):
                 networks.add((a or b) + (f" {c}" if c else ""))
         head = m.lstrip()
         if head.startswith(("Ring", "Channel")) and ("->" in m or ":" in m):
-            rings += 1
-            if rings == 1:
+            if rings == 0:
                 topo.append(head[:160])
+            rings += n
         if head.startswith(("Trees", "Tree")):
-            trees += 1
-            if trees == 1:
+            if trees == 0:
                 topo.append(head[:160])
+            trees += n
     comms = nccl["comm_id"].dropna().astype(str).nunique()
     hosts = nccl["host"].dropna().astype(str).nunique()
     devs = sorted({int(d) for d in nccl["cuda_dev"].dropna()})
