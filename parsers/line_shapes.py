@@ -287,7 +287,10 @@ def _plain_line(message: str) -> bool:
     """An ordinary line a job prints about its work (not code, a frame, a warning, a library's diagnostic or a
     blank)."""
     return (0 < len(message) < 400 and not message.startswith(("    ", "\t")) and not _prefix_only(message)
-            and "Warning" not in message and "warn(" not in message and not _library_diag(message))
+            and "Warning" not in message and "warn(" not in message and not _library_diag(message)
+            # a logger's error record (`[train][ERROR] - Training failed` before a traceback) is the failure's
+            # first line, not the work the rank was doing
+            and "ERROR" not in message[:60] and "CRITICAL" not in message[:60])
 
 
 def _learned_prefix(head_lines: list[str]):

@@ -59,7 +59,16 @@ def parse_notebook(source: Source) -> ParseResult:
     from postmortem.parsers.textlog import parse_textlog  # textlog registers itself at import; imported when first needed
     stats = textio.ReadStats()
     try:
-        nb = loads_json(textio.read_bounded(source.path, MAX_NOTEBOOK_BYTES, stats))
+        data = textio.read_bounded(source.path, MAX_NOTEBOOK_BYTES, stats)
+        try:
+            # (not strict: a notebook whose outputs carry raw escape codes, written by a tool that did not escape
+            # them, is still its outputs)
+            nb = loads_json(data, strict=False)
+        except ValueError:
+            unstamped = _without_line_stamps(data)
+            if unstamped is None:
+                raise
+            nb = loads_json(unstamped, strict=False)
     except ValueError as exc:  # not JSON (truncated, empty, or a .ipynb that is something else): say so, go on
         return ParseResult(bytes=source.bytes, problems=[f"not a readable notebook: {type(exc).__name__}: "
                                                          f"{str(exc)[:120]}"])
@@ -75,3 +84,19 @@ def parse_notebook(source: Source) -> ParseResult:
         os.unlink(tmp)
     result.bytes = source.bytes
     return result
+
+
+def _without_line_stamps(data: bytes) -> str | None:
+    """The notebook's JSON with the time stamp a log collector put before each of its lines taken off (None when
+    its lines do not carry one): the file shipped through a collector is still the notebook."""
+    from postmortem.parsers.prefixes import strip_prefixes
+    lines = data.decode("utf-8", "replace").split("\n")
+    out, stamped = [], 0
+    for ln in lines:
+        rest, info = strip_prefixes(ln.rstrip("\r"))
+        if "ts" in info:
+            stamped += 1
+            out.append(ln[len(ln.rstrip("\r")) - len(rest):] if rest else "")
+        else:
+            out.append(ln)
+    return "\n".join(out) if stamped >= 0.9 * sum(1 for ln in lines if ln.strip()) else None

@@ -63,6 +63,10 @@ PREFIX_DEFS: list[dict] = [
      "pattern": r"(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) (?:stdout|stderr) [PF] ",
      "samples": [("2026-11-27T04:58:10.123456789Z stderr F [rank1]: ValueError: x",
                   {"ts": "2026-11-27T04:58:10.123456789Z"})]},
+    # Hydra's job logging (`[%(asctime)s][%(name)s][%(levelname)s] - %(message)s`): the stamp's bracket runs
+    # straight into the logger's
+    {"name": "hydra_stamp", "pattern": r"\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\](?=\[)",
+     "samples": [("[2026-11-29 02:43:26,549][train][ERROR] - Training failed", {"ts": "2026-11-29 02:43:26,549"})]},
     {"name": "iso_timestamp",
      "pattern": r"\[?(?P<ts>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?(?: \|)?[ \t]",
      "samples": [("[2024-05-08 08:47:31,261] torch.distributed.elastic.multiprocessing.api: [WARNING] x",

@@ -36,13 +36,14 @@ def json_depth(text: str) -> int:
     return deepest
 
 
-def loads_json(data: bytes | str, max_depth: int = MAX_JSON_DEPTH):
-    """json.loads, refusing documents nested deeper than `max_depth` (the stock parser recurses per level)."""
+def loads_json(data: bytes | str, max_depth: int = MAX_JSON_DEPTH, strict: bool = True):
+    """json.loads, refusing documents nested deeper than `max_depth` (the stock parser recurses per level).
+    strict=False lets raw control characters (a terminal's escape codes written unescaped) stand inside strings."""
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
     deepest = json_depth(text)
     if deepest > max_depth:
         raise UnsafeInput(f"JSON nested {deepest} levels deep (limit {max_depth}); not loaded")
-    return json.loads(text)
+    return json.loads(text, strict=strict)
 
 
 class _NoGlobalsUnpickler(pickle._Unpickler):  # noqa: SLF001 - the pure-Python unpickler, on purpose

@@ -75,3 +75,50 @@ def test_real_runs_under_the_new_launchers_name_the_culprit(name):
         return
     assert a.verdict.category in case["expect"]["categories"], (a.verdict.category, a.verdict.culprit_ranks)
     assert sorted(a.verdict.culprit_ranks) == sorted(case["expect"]["culprit_ranks"])
+
+
+def _notebook_case():
+    name = "rank_crash__target-out-of-bounds-notebook-shell-8r-1"
+    path = os.path.join(CASES, name)
+    if not os.path.isdir(path):
+        pytest.skip("lab case not present")
+    return path, json.load(open(os.path.join(path, "case.json"), encoding="utf-8"))["expect"]
+
+
+def test_a_notebook_shipped_gzipped_stamped_or_with_raw_escapes_is_still_its_outputs(tmp_path):
+    """The same executed notebook (a real `!torchrun` cell) gzipped, with a collector's stamp before every line, and
+    with raw escape bytes where Jupyter writes \\u001b: the verdict and its culprit stay those of the original."""
+    import gzip
+    import re
+    path, expect = _notebook_case()
+    raw = open(os.path.join(path, "train.ipynb"), "rb").read()
+    shapes = {
+        "gz": ("train.ipynb.gz", gzip.compress(raw)),
+        "stamped": ("train.ipynb", b"\n".join(b"[2026-03-04T02:13:16.686Z] " + ln for ln in raw.split(b"\n"))),
+    }
+    cases = [(shape, name, data, expect) for shape, (name, data) in shapes.items() if shape != "escapes"]
+    # (IPython's coloured traceback of a notebook that started the processes itself holds the escapes)
+    colour = os.path.join(CASES, "barrier_skew__rank0-only-allgather-notebook-3r-1")
+    if os.path.isdir(colour):
+        raw = open(os.path.join(colour, "train.ipynb"), "rb").read()
+        bare = re.sub(rb"\\u001b", b"\x1b", raw)
+        assert bare != raw
+        with pytest.raises(ValueError):
+            json.loads(bare)  # (strict JSON refuses the raw control characters)
+        (tmp_path / "as_written").mkdir()
+        (tmp_path / "as_written" / "train.ipynb").write_bytes(raw)
+        alone = postmortem.analyze(str(tmp_path / "as_written"), quiet=True).verdict  # (the notebook alone)
+        cases.append(("escapes", "train.ipynb", bare,
+                      {"categories": [alone.category], "culprit_ranks": alone.culprit_ranks}))
+    for shape, name, data, want in cases:
+        d = tmp_path / shape
+        d.mkdir()
+        (d / name).write_bytes(data)
+        a = postmortem.analyze(str(d), quiet=True)
+        assert a.verdict.category in want["categories"], shape
+        assert a.verdict.culprit_ranks == want["culprit_ranks"], shape
+
+
+def test_hydra_records_lose_their_stamp_and_keep_their_level():
+    msg, info = strip_prefixes("[2026-11-29 02:43:26,549][train][ERROR] - Training failed")
+    assert msg == "[train][ERROR] - Training failed" and info["ts"] == "2026-11-29 02:43:26,549"

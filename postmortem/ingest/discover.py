@@ -166,6 +166,8 @@ def _count_at_least(rx_nl: re.Pattern, padded: bytes, need: int) -> bool:
 def sniff_kind(head: bytes, relpath: str, _stripped: bool = False) -> str:
     """Decide an input kind from the first bytes of content, with the path as a hint."""
     name = relpath.rsplit("/", 1)[-1].lower()
+    if name.endswith(".gz"):
+        name = name[:-3]  # (the head is the decompressed content: `train.ipynb.gz` is a notebook)
     if not head:
         return "rank_log"  # empty file: listed, nothing to parse
     if head[:1] == b"\x80" and len(head) > 2 and head[1] <= 5:  # pickle protocol header
@@ -223,7 +225,7 @@ def sniff_kind(head: bytes, relpath: str, _stripped: bool = False) -> str:
         bare = strip_head(head)
         if bare != head:
             kind = sniff_kind(bare, relpath, _stripped=True)
-            if kind in ("pyspy", "stack_dump", "nccl_log"):
+            if kind in ("pyspy", "stack_dump", "nccl_log", "notebook"):
                 return kind
     return "rank_log"
 

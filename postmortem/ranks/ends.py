@@ -490,7 +490,8 @@ def handled_tracebacks(tables) -> list[bool]:
     if not all(out) and _every_rank_finished_alike(tables):
         # a library's own exception in a log of its own (wandb's debug.log: a background thread's callback failing
         # at shutdown) that no rank felt: every rank trained to the same last step and none ended badly
-        stepped = set(tables.steps["source"].unique()) if len(tables.steps) else set()
+        st = tables.steps
+        stepped = set(st.loc[st["phase"] == "train", "source"].unique()) if len(st) else set()  # (not a loading bar)
         out = [h or (_null(r) and s not in stepped and _library_only(fr))
                for h, r, s, fr in zip(out, tb["rank"].tolist(), tb["source"].tolist(), tb["frames"].tolist())]
     try:
