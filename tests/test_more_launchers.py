@@ -14,7 +14,7 @@ from postmortem.parsers.prefixes import strip_prefixes
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASES = os.path.join(ROOT, "benchmarks", "lab", "cases")
 SHAPES = ("torchx", "submitit", "ranks-filter", "shared-logfile", "hydra", "distributed-launch", "notebook-shell",
-          "deepspeed-rank-logs", "wandb")
+          "deepspeed-rank-logs", "wandb", "mpirun-files", "pty-script")
 
 
 def test_torchx_replica_and_role_less_tee_prefixes_are_stripped():
@@ -38,6 +38,12 @@ def test_ordinary_lines_with_a_slash_keep_their_words():
                  "train/loss 0.53 at step 4", "/data/2 files missing", "ckpt/step_2 saved"):
         msg, info = strip_prefixes(line)
         assert "host" not in info, line
+
+
+def test_open_mpi_output_filename_folders_name_their_rank():
+    assert path_hints("mpilogs/1/rank.0/stdout") == {"rank": 0}
+    assert path_hints("out/1/rank.12/stderr") == {"rank": 12}
+    assert path_hints("rank.3/notes.txt") == {}
 
 
 def test_submitit_task_files_name_their_rank():

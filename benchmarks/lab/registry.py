@@ -398,7 +398,7 @@ for _k, _shape in enumerate(NEW_SHAPES):
 # issue 31 follow-up: more shapes users run (TorchX's local scheduler, submitit, TorchTitan's filtered console, one
 # log file shared by every rank, a Hydra app, the deprecated torch.distributed.launch), one mechanism of every class each, rotating on from where NEW_SHAPES ended
 MORE_SHAPES = ["torchx", "submitit", "ranks-filter", "shared-logfile", "hydra", "distributed-launch",
-               "notebook-shell", "deepspeed-rank-logs", "wandb"]
+               "notebook-shell", "deepspeed-rank-logs", "wandb", "mpirun-files", "pty-script"]
 for _k, _shape in enumerate(MORE_SHAPES, start=len(NEW_SHAPES)):
     for _n in [cls[_k % len(cls)] for cls in _BY_CLASS]:
         if _shape not in _by_name[_n].launchers:

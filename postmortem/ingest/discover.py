@@ -44,6 +44,8 @@ _PATH_RANK_PATTERNS = [
     (re.compile(r"attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/(?:[^/]{1,64}/){0,2}(?:std(?:out|err)\.log|error\.json)"
                 r"(?:\.gz)?$"), "local"),
     (re.compile(r"(?:^|[/_.-])nccl_trace_rank_(?P<rank>\d+)", re.I), "global"),
+    # Open MPI's --output-filename DIR: DIR/<job>/rank.<N>/stdout|stderr (4.x)
+    (re.compile(r"(?:^|/)rank\.(?P<rank>\d{1,6})/std(?:out|err|diag)(?:\.gz)?$"), "global"),
     # submitit's per-task files: `<job>_<task>_log.out|err` (an array job's `<job>_<index>_<task>_log.out`)
     (re.compile(r"(?:^|/)\d+(?:_\d+)?_(?P<rank>\d{1,5})_log\.(?:out|err)(?:\.gz)?$"), "global"),
     (re.compile(r"(?:^|[/_.-])rank[_-]?(?P<rank>\d+)(?=[/_.-]|$)", re.I), "global"),

@@ -35,6 +35,8 @@ DESCRIBE = {
     "notebook-shell": "a notebook cell `!torchrun --standalone --nproc-per-node N train.py` executed by jupyter nbconvert: the executed train.ipynb holds torchrun's whole console as the cell's stream output (IPython's pty: \\r\\n line ends); nbconvert's console.log",
     "deepspeed-rank-logs": "deepspeed --num_gpus N --enable_each_rank_log rank_logs train.py (DeepSpeed 0.19.8): each rank's stdout+stderr in rank_logs/<YYYYmmddHHMMSS>_rank<N>.log, console.log has the launcher's own lines",
     "wandb": "torchrun without tee; rank 0 runs wandb.init(mode='offline') (wandb 0.31.0): console.log, and wandb/offline-run-*/files/output.log (rank 0's console as wandb captured it), logs/debug*.log",
+    "mpirun-files": "mpirun --oversubscribe -np N --output-filename mpilogs python train.py (Open MPI 4.1.4): one folder per rank, mpilogs/1/rank.<N>/stdout and stderr; no console kept",
+    "pty-script": "script -q -e -c 'torchrun ... train.py' typescript (util-linux script: the job run on a pseudo-terminal, as tmux/screen logging or a terminal recorder keep it): the typescript file, \\r\\n line ends, script's own header and trailer; no console kept",
     "shared-logfile": "torchrun without tee; every rank's logging appends to one logs/train.log (`asctime - pid - level - message`, no rank in the line); console.log has the uncaught tracebacks and torchrun's lines",
 }
 STYLE = {"loguru": "loguru", "structlog-json": "structlog-json", "structlog-console": "structlog-console",
@@ -122,6 +124,13 @@ def command(launcher: str, ws: int, script: str, case: str, params: dict, port: 
         shutil.copy(os.path.join(HERE, "hydra_app.py"), app)
         return torchrun + [app, "hydra.run.dir=" + os.path.join(case, "outputs", "${now:%Y-%m-%d}", "${now:%H-%M-%S}")], \
             "console.log", {}
+    if launcher == "mpirun-files":
+        return ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ws), "--output-filename",
+                os.path.join(case, "mpilogs"), "-x", "MASTER_ADDR", "-x", "MASTER_PORT", py, "-u", script], None, rdv
+    if launcher == "pty-script":
+        import shlex  # noqa: PLC0415
+        return ["script", "-q", "-e", "-c", shlex.join(torchrun + [script]), os.path.join(case, "typescript")], \
+            None, {}
     if launcher == "notebook-shell":
         return [py, os.path.join(HERE, "notebook_shell.py"), str(ws), script, case], "console.log", {}
     if launcher == "deepspeed-rank-logs":
