@@ -99,16 +99,21 @@ def last_own_line(tables, rank: int) -> Evidence | None:
     return None
 
 
-def ending_line(tables, rank: int) -> Evidence | None:
-    """The line where a rank's ending shows (its first error, else how it ended: the `ranks` table's
-    first_error_at / end_at), as evidence; None when no line of it is known."""
+def rank_row(tables, rank: int):
+    """The rank's row of the `ranks` table (a Series), or None when the table or the rank is not there."""
     ranks = tables.frames.get("ranks") if hasattr(tables, "frames") else None
     if ranks is None or ranks.empty:
         return None
-    row = ranks[ranks["rank"] == rank]
-    if row.empty:
+    sel = ranks[ranks["rank"] == rank]
+    return None if sel.empty else sel.iloc[0]
+
+
+def ending_line(tables, rank: int) -> Evidence | None:
+    """The line where a rank's ending shows (its first error, else how it ended: the `ranks` table's
+    first_error_at / end_at), as evidence; None when no line of it is known."""
+    row = rank_row(tables, rank)
+    if row is None:
         return None
-    row = row.iloc[0]
     for at, text in (("first_error_at", "first_error"), ("end_at", "end_detail")):
         where, what = row.get(at), row.get(text)
         if not isinstance(where, str) or ":" not in where:

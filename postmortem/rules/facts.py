@@ -231,13 +231,11 @@ def laggards(tables) -> tuple[list[int], str, list[Evidence]]:
 
 def rank_value(tables, rank: int, column: str):
     """One cell of the `ranks` table (None when the rank or the value is unknown)."""
-    ranks = tables.frames.get("ranks") if hasattr(tables, "frames") else None
-    if ranks is None or ranks.empty:
+    from postmortem.ranks.last_words import rank_row
+    row = rank_row(tables, rank)
+    if row is None:
         return None
-    sel = ranks[ranks["rank"] == rank]
-    if sel.empty:
-        return None
-    v = sel.iloc[0][column]
+    v = row[column]
     if v is None or (not isinstance(v, (list, str)) and pd.isna(v)):
         return None
     return int(v) if column in ("last_step", "last_enqueued", "last_started", "last_completed") else v

@@ -18,10 +18,11 @@ CELLS = [
     "mp.start_processes(run, args=(WORLD,), nprocs=WORLD, start_method=\"fork\")",
 ]
 
-if __name__ == "__main__":
-    world, script, case, port = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-    cells = [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
-              "source": c.format(world=world, script=script, port=port)} for c in CELLS]
+def execute(sources: list[str], script: str, case: str) -> tuple[int, dict | None]:
+    """Write a notebook of these code cells beside `script`, execute it with nbconvert into CASE/train.ipynb;
+    (nbconvert's exit code, the executed notebook or None when it was not written)."""
+    cells = [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": c}
+             for c in sources]
     nb = {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
                                                       "name": "python3"}}, "nbformat": 4, "nbformat_minor": 5}
     src = os.path.join(os.path.dirname(script), "train.ipynb")
@@ -32,8 +33,15 @@ if __name__ == "__main__":
                           "--ExecutePreprocessor.timeout=-1", "--output-dir", case, "--output", "train.ipynb", src],
                          cwd=os.path.dirname(script))
     try:
-        out = json.load(open(os.path.join(case, "train.ipynb")))
+        return rc, json.load(open(os.path.join(case, "train.ipynb")))
     except (OSError, ValueError):
+        return rc, None
+
+
+if __name__ == "__main__":
+    world, script, case, port = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+    rc, out = execute([c.format(world=world, script=script, port=port) for c in CELLS], script, case)
+    if out is None:
         sys.exit(rc or 1)
     errors = [o for c in out["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
     sys.exit(1 if errors or rc else 0)
