@@ -302,6 +302,9 @@ def _analyze_one(path: str, *, jobs: int | None = None, rules: list[str] | None 
         from postmortem.rules import load_plugins
         load_plugins(plugin_paths, entry_points=False)
     tables = builder.finish()
+    if html and parallel:
+        from postmortem.reports import view_ahead
+        view_ahead.start(tables)  # the report's parts that the verdict does not change, beside the rules here
     base_keys = None
     if baseline is not None:
         from postmortem.ranks.odd_lines import baseline_keys

@@ -93,23 +93,33 @@ def _is_error(level) -> bool:
     return isinstance(level, str) and level[:1].upper() in ("E", "F")
 
 
+def _errors(level: pd.Series) -> np.ndarray:
+    """_is_error of a level column, decided once per distinct level (a job has a handful)."""
+    codes, uniques = pd.factorize(level)
+    if not len(uniques):
+        return np.zeros(len(level), dtype=bool)
+    per = np.array([_is_error(u) for u in uniques] + [False], dtype=bool)  # (code -1, a missing level: last)
+    return per[codes]
+
+
 def _activity(tables) -> pd.DataFrame:
-    """Rows of rank activity from every table that has positions: rank, ts, source, line, kind, text, key, err."""
+    """Rows of rank activity from every table that has positions: rank, ts, source, line, kind, text, key, err.
+
+    `key` is what follows "kind|" in the row's key (the rows' keys and texts are made into strings only where a
+    rank summary reads them: a job of thousands of ranks has hundreds of thousands of event rows)."""
     parts = []
     ev = tables.events
     if len(ev):
-        text = ev["message"].astype(str)
-        key = ev["template"].where(ev["template"].notna(), text).astype(str)
-        kind = ev["kind"].astype(str)
+        key = ev["template"].where(ev["template"].notna(), ev["message"])
         parts.append(pd.DataFrame({"rank": ev["rank"], "ts": ev["ts"], "source": ev["source"], "line": ev["line"],
-                                   "kind": kind, "text": text, "key": kind + "|" + key,
-                                   "err": ev["level"].map(_is_error).astype(bool)}))
+                                   "kind": ev["kind"], "text": ev["message"], "key": key,
+                                   "err": _errors(ev["level"])}))
     tb = tables.tracebacks
     if len(tb):
         line = tb["end_line"].where(tb["end_line"].notna(), tb["line"])
         text = tb["exc_type"].astype(str) + ": " + tb["exc_message"].fillna("").astype(str)
         parts.append(pd.DataFrame({"rank": tb["rank"], "ts": tb["ts"], "source": tb["source"], "line": line,
-                                   "kind": "traceback", "text": text, "key": "traceback|" + tb["exc_type"].astype(str),
+                                   "kind": "traceback", "text": text, "key": tb["exc_type"].astype(str),
                                    "err": True}))
     st = tables.steps
     if len(st):
@@ -125,15 +135,15 @@ def _activity(tables) -> pd.DataFrame:
             s = s.loc[sorted(set(idx))]
             parts.append(pd.DataFrame({"rank": s["rank"], "ts": s["ts"], "source": s["source"], "line": s["line"],
                                        "kind": "step", "text": "step " + s["step"].astype(str),
-                                       "key": "step|" + s["phase"].fillna("").astype(str), "err": False}))
+                                       "key": s["phase"].fillna("").astype(str), "err": False}))
     co = tables.collectives
     if len(co):
         text = (co["op"].fillna("?").astype(str) + " seq " + co["seq"].astype(str) + " "
                 + co["state"].fillna("").astype(str))
         parts.append(pd.DataFrame({"rank": co["rank"], "ts": co["ts"], "source": co["source"], "line": co["line"],
                                    "kind": "collective", "text": text.str.strip(),
-                                   "key": "collective|" + co["op"].fillna("?").astype(str) + "|"
-                                   + co["state"].fillna("").astype(str), "err": False}))
+                                   "key": co["op"].fillna("?").astype(str) + "|" + co["state"].fillna("").astype(str),
+                                   "err": False}))
     if not parts:
         return pd.DataFrame(columns=["rank", "ts", "source", "line", "kind", "text", "key", "err"])
     parts = [p.astype({"rank": "Int64", "line": "Int64"}) for p in parts]
@@ -184,13 +194,26 @@ def _own_order(st: pd.DataFrame) -> pd.DataFrame:
     return st.assign(order=st.groupby("rank").cumcount() + 1)
 
 
-def build(analysis) -> RankModel:
-    """Summaries, lanes and step series for an Analysis."""
-    tables = analysis.tables
+@dataclass
+class Prepared:
+    """The part of a RankModel that the verdict does not change (what every rank did; summaries without roles)."""
+    axis: Axis
+    summaries: list[RankSummary]
+    seen: set
+    untimed: int
+    last_steps: dict
+    step_series: dict
+    phase: str | None
+    step_axis: Axis
+
+
+def prepare(tables) -> Prepared:
+    """The verdict-independent part of build(): computed beside the rules for an HTML report (view_ahead)."""
     act = _activity(tables)
     axis = _axis(act)
     untimed = 0
-    seen = {int(r) for r in act["rank"].dropna()} if len(act) else set()   # every rank with a line, timed or not
+    # every rank with a line, timed or not
+    seen = set(act["rank"].dropna().astype("int64").unique().tolist()) if len(act) else set()
     if len(act):
         if axis.mode == "time":
             ranked = act["rank"].notna()
@@ -200,6 +223,16 @@ def build(analysis) -> RankModel:
             act = _activity_order(act)
         act = act.assign(x=_x(act, axis))
         act = act[act["x"].notna()].sort_values(["x", "source", "line"], kind="stable")
+    last_steps, step_series, phase, step_axis = _steps(tables, axis)
+    summaries = _summaries(act, axis, last_steps)
+    return Prepared(axis, summaries, seen, untimed, last_steps, step_series, phase, step_axis)
+
+
+def build(analysis, prepared: Prepared | None = None) -> RankModel:
+    """Summaries, lanes and step series for an Analysis (`prepared`: prepare() of its tables, done ahead)."""
+    tables = analysis.tables
+    prep = prepared if prepared is not None else prepare(tables)
+    axis, summaries, seen = prep.axis, prep.summaries, prep.seen
     root = analysis.finding_list[0] if analysis.finding_list and analysis.verdict is not None \
         and analysis.verdict.category not in ("no_failure",) else None
     culprits = list(root.culprit_ranks) if root else []
@@ -209,8 +242,7 @@ def build(analysis) -> RankModel:
         # the verdict names no ranks that waited: the rank table knows which did (a timeout, a stack in a wait)
         waited = ranks_t[ranks_t["waiting"].fillna(False).astype(bool)]["rank"]
         affected = [int(r) for r in waited if int(r) not in culprits]
-    last_steps, step_series, phase, step_axis = _steps(tables, axis)
-    summaries = _summaries(act, axis, culprits, affected, last_steps)
+    _roles(summaries, culprits, affected)
     drawn = {s.rank for s in summaries if s.rank is not None}
     ws = tables.meta.get("world_size")
     silent = [r for r in range(int(ws)) if r not in seen] if ws and int(ws) <= MAX_SILENT else []
@@ -225,9 +257,17 @@ def build(analysis) -> RankModel:
         lanes.append(Lane([], "unattributed", s.first_x, s.last_x, [s.last_x], s.error_xs[:MAX_MARKS],
                           s.first_error_x, s.n_errors, s.first_where, s.last_where, _how(s), unattributed=True,
                           busy_until=s.busy_until))
-    step_last = [{"rank": k, "last_step": v[0], "x": v[1], "where": v[2]} for k, v in last_steps.items()]
-    return RankModel(axis, summaries, lanes, merged, silent, culprits, affected, phase, step_axis, step_series,
-                     step_last, untimed_left_out=untimed, step_unit="item" if phase == "data" else "step")
+    step_last = [{"rank": k, "last_step": v[0], "x": v[1], "where": v[2]} for k, v in prep.last_steps.items()]
+    return RankModel(axis, summaries, lanes, merged, silent, culprits, affected, prep.phase, prep.step_axis,
+                     prep.step_series, step_last, untimed_left_out=prep.untimed,
+                     step_unit="item" if prep.phase == "data" else "step")
+
+
+def _roles(summaries: list[RankSummary], culprits, affected) -> None:
+    """Each summary's role in the verdict: culprit, affected (waited for it) or other."""
+    culprits, affected = set(culprits), set(affected)
+    for s in summaries:
+        s.role = "culprit" if s.rank in culprits else "affected" if s.rank in affected else "other"
 
 
 def _groups(rank: pd.Series) -> tuple[list, np.ndarray]:
@@ -242,8 +282,9 @@ def _groups(rank: pd.Series) -> tuple[list, np.ndarray]:
     return keys, np.append(starts, n)
 
 
-def _summaries(act: pd.DataFrame, axis: Axis, culprits, affected, last_steps) -> list[RankSummary]:
-    """One summary per rank (ranks ascending, unattributed rows last), from whole columns, not a frame per rank."""
+def _summaries(act: pd.DataFrame, axis: Axis, last_steps) -> list[RankSummary]:
+    """One summary per rank (ranks ascending, unattributed rows last), from whole columns, not a frame per rank;
+    roles are the verdict's (_roles)."""
     if not len(act):
         return []
     # Stable by rank keeps each rank's rows in the activity order (x, source, line).
@@ -252,7 +293,7 @@ def _summaries(act: pd.DataFrame, axis: Axis, culprits, affected, last_steps) ->
     x = act["x"].to_numpy(dtype="float64")
     source = act["source"].tolist()
     line = act["line"].tolist()
-    kind = act["kind"].astype(str).tolist()
+    kind = act["kind"].tolist()
     text = act["text"].tolist()
     key = act["key"].tolist()
     err = act["err"].to_numpy(dtype=bool)
@@ -263,14 +304,12 @@ def _summaries(act: pd.DataFrame, axis: Axis, culprits, affected, last_steps) ->
     firsts, lasts = bounds[:-1], bounds[1:] - 1
     first_where = _where_all(axis, x, source, line, firsts)
     last_where = _where_all(axis, x, source, line, lasts)
-    culprits, affected = set(culprits), set(affected)
     out = []
     for g, rank in enumerate(keys):
         a, b = int(bounds[g]), int(bounds[g + 1]) - 1
-        role = "culprit" if rank in culprits else "affected" if rank in affected else "other"
         s = RankSummary(rank=rank, first_x=float(x[a]), last_x=float(x[b]),
                         first_where=first_where[g], last_where=last_where[g],
-                        last_kind=str(kind[b]), last_text=str(text[b])[:240], last_key=str(key[b]), role=role)
+                        last_kind=str(kind[b]), last_text=str(text[b])[:240], last_key=f"{kind[b]}|{key[b]}")
         errs = err_pos[err_cut[g]:err_cut[g + 1]]
         s.n_errors = int(len(errs))
         s.busy_until = float(x[last_ok[g]]) if last_ok[g] >= 0 else None
@@ -279,7 +318,7 @@ def _summaries(act: pd.DataFrame, axis: Axis, culprits, affected, last_steps) ->
             s.error_xs = [float(v) for v in xs[:: max(1, len(xs) // MAX_MARKS)][:MAX_MARKS]]
             s.first_error_x = float(xs[0])
             s.first_error_text = str(text[errs[0]])[:240]
-            s.error_kinds = tuple(sorted({kind[i] for i in errs}))
+            s.error_kinds = tuple(sorted({str(kind[i]) for i in errs}))
         if rank in last_steps:
             s.last_step = last_steps[rank][0]
         out.append(s)

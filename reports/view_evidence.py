@@ -87,8 +87,10 @@ def _block_label(label: str, t) -> str:
     return label
 
 
-_RANK_TAG = re.compile(r"\[(?:rank|default|Rank )\d+\]:?|\brank ?\d+\b|\bpid:? ?\d+|\bThread \d+|\bProcess \d+|"
-                       r"\b0x[0-9a-fA-F]{6,}\b")
+# (the word-boundary alternatives share one look-behind: `re` tried each `\b...` at every position, 4x slower over
+# the end rows of thousands of ranks; the same matches, as `\b` before a word character is "no word character before")
+_RANK_TAG = re.compile(r"\[(?:rank|default|Rank )\d+\]:?|(?<!\w)(?:rank ?\d+\b|pid:? ?\d+|Thread \d+|Process \d+|"
+                       r"0x[0-9a-fA-F]{6,}\b)")
 
 
 def _same_lines_once(items: list[EvidenceItem], t) -> list[EvidenceItem]:

@@ -6,7 +6,7 @@ import os
 
 import pandas as pd
 
-from postmortem.reports import chart_process, i18n
+from postmortem.reports import chart_process, i18n, view_ahead
 from postmortem.reports import ranks as ranks_mod
 from postmortem.reports import sections
 from postmortem.verdict.gaps import lines_carry_times
@@ -67,8 +67,13 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
     meta = tables.meta
     _ranks_table(analysis)
     model = gm = charts = None
+    ahead = None
     if not fragment:
-        model = ranks_mod.build(analysis)
+        # the parts computed beside the rules (api.analyze for an HTML report), else computed here
+        ahead = view_ahead.take(tables) or {}
+        if ahead.get("labels") != (t["stacks_main_thread"], t["coll_default_pg"]):
+            ahead = {k: v for k, v in ahead.items() if k in ("ranks", "nccl")}  # (the other parts carry words)
+        model = ranks_mod.build(analysis, ahead.get("ranks"))
         gm = sections.gpu_model(tables.gpu, tables.events)
         if figures:  # asked for first: a chart process draws them while the rest of the view is built here
             charts = chart_process.request(chart_process.take(), model, gm, sections.gpu_culprits(analysis, gm), lang)
@@ -103,7 +108,7 @@ def build_view(analysis, lang: str = "en", context: int = 2, generated_at=None, 
         sources=sources, sources_summary=src_summary, sources_more=src_more, fragment=fragment)
     if not fragment:
         _fill_rank_sections(view, analysis, model, t)
-        _fill_table_sections(view, analysis, gm, t)
+        _fill_table_sections(view, analysis, gm, t, ahead)
         if charts is not None:
             _add_figures(view, charts.result(), t)
     view.nav = _nav(view, t)
@@ -313,7 +318,7 @@ def _step_rows(model, t) -> list[StepRow]:
     return rows[:MAX_STEP_ROWS]
 
 
-def _fill_table_sections(view: ReportView, analysis, gm, t) -> None:
+def _fill_table_sections(view: ReportView, analysis, gm, t, ahead: dict | None = None) -> None:
     tables = analysis.tables
     if gm is not None:
         for g in gm.rows:
@@ -325,7 +330,8 @@ def _fill_table_sections(view: ReportView, analysis, gm, t) -> None:
             view.gpu_note = i18n.fmt(t, "gpu_oom_marked", when=gm.oom_when)
         elif gm.oom_logged:
             view.gpu_note = t["gpu_oom_unplaced"]
-    summary = sections.stack_classes(tables.stacks, t["stacks_main_thread"])
+    ahead = ahead or {}
+    summary = ahead["stacks"] if "stacks" in ahead else sections.stack_classes(tables.stacks, t["stacks_main_thread"])
     for c in summary.classes:
         c.kind = t.get(f"stk_{c.kind}", c.kind) if c.kind else ""
         c.more_label = i18n.fmt(t, "stacks_more_frames", n=len(c.more_frames)) if c.more_frames else ""
@@ -334,12 +340,13 @@ def _fill_table_sections(view: ReportView, analysis, gm, t) -> None:
     if summary.least:
         view.stacks_least = i18n.fmt(t, "stacks_least", ranks=summary.least) + (
             f" ({summary.least_why})" if summary.least_why else "")
-    rows, hidden = sections.collective_rows(tables.collectives, t["coll_default_pg"])
+    rows, hidden = ahead["collectives"] if "collectives" in ahead else \
+        sections.collective_rows(tables.collectives, t["coll_default_pg"])
     for r in rows:
         r.state = i18n.value_words(view.lang, "state_", r.state) if r.state else ""
     view.coll_rows = rows
     view.coll_more = i18n.fmt(t, "coll_more", n=hidden) if hidden else ""
-    view.nccl = sections.nccl_view(tables.nccl)
+    view.nccl = ahead["nccl"] if "nccl" in ahead else sections.nccl_view(tables.nccl)
     if view.nccl is not None:
         view.nccl_channels = i18n.fmt(t, "nccl_channels", rings=view.nccl.rings, trees=view.nccl.trees) \
             if view.nccl.rings or view.nccl.trees else t["none"]

@@ -50,4 +50,15 @@ def test_past_the_limit_new_text_is_not_remembered_but_known_text_is_still_share
     later = {"events": to_columns([{"message": "".join(["every rank ", "prints this"])}, {"message": "rank 1's own"}])}
     share_text(later, canon, limit=2)
     assert later["events"].data["message"][0] is first["events"].data["message"][0]
-    assert len(canon) == 2 and "rank 1's own" not in canon
+    assert sum(isinstance(k, str) for k in canon) == 2 and "rank 1's own" not in canon
+
+
+def test_stacks_that_come_after_the_text_filled_its_share_are_still_shared():
+    # thousands of ranks: the rank logs' own text fills the limit before the small py-spy dumps are parsed
+    canon: dict = {}
+    share_text({"events": to_columns([{"message": f"rank {r}'s own"} for r in range(4)])}, canon, limit=2)
+    a, b = ({"stacks": to_columns([{"frames": [{"func": "all_gather", "file": "c10d.py", "line": 3707}]}])}
+            for _ in range(2))
+    for r in (a, b):
+        share_text(r, canon, limit=2)
+    assert a["stacks"].data["frames"][0] is b["stacks"].data["frames"][0]

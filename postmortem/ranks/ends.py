@@ -167,9 +167,10 @@ class _Ends:
     def add(self, rank, end: str, detail: str, source, line, ts, category: str | None = None) -> None:
         if _null(rank):
             return
-        pos = (0, _time(ts).value) if _time(ts) is not None else (1, int(line) if not _null(line) else 0)
+        when = _time(ts)
+        pos = (0, when.value) if when is not None else (1, int(line) if not _null(line) else 0)
         self.cands.setdefault(int(rank), []).append((_PRIORITY.index(end), pos, end, detail[:300],
-                                                     _at(source, line), _time(ts), category))
+                                                     _at(source, line), when, category))
 
     def best(self, rank: int):
         c = self.cands.get(rank)

@@ -50,12 +50,15 @@ def _exception_line(text: str) -> bool:
         return False
 
 
-def last_words(tables) -> dict[int, tuple[int, Evidence]]:
-    """rank -> (2 stop / 1 error, the line) for every rank whose last lines hold an error it logged itself."""
+def last_words(tables, ranks: set | None = None) -> dict[int, tuple[int, Evidence]]:
+    """rank -> (2 stop / 1 error, the line) for every rank (of `ranks`, when given) whose last lines hold an error
+    it logged itself."""
     ll = tables.frames.get("last_lines") if hasattr(tables, "frames") else None
     if ll is None or ll.empty:
         return {}
     ll = ll[ll["rank"].notna() & ll["distance"].notna() & (ll["distance"] <= NEAR)]
+    if ranks is not None:
+        ll = ll[ll["rank"].isin(list(ranks))]
     out: dict = {}
     for rank, src, line, msg, dist in zip(ll["rank"].tolist(), ll["source"].tolist(), ll["line"].tolist(),
                                           ll["message"].tolist(), ll["distance"].tolist()):
@@ -73,7 +76,9 @@ def apply(tables, rows: dict) -> None:
     """A rank that exited with an error code and no exception (`left`), or whose end nothing recorded (`running`)
     but whose last lines say it stops, ended on its own words: `end` becomes `exited` with that line as its detail
     and `root` as its cause (postmortem.ranks.ends fills the rest)."""
-    words = last_words(tables)
+    # only ranks whose end is open to their words are read (a job of thousands of ranks killed or timed out has
+    # hundreds of thousands of last lines)
+    words = last_words(tables, {r for r, rr in rows.items() if rr.get("end") in ("left", "running")})
     for r, rr in rows.items():
         if r not in words:
             continue

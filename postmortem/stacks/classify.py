@@ -140,12 +140,36 @@ def _frame_rule(func: str, file: str, native: bool) -> tuple[str, int] | None:
     return None
 
 
+_SAME_LIST_MAX = 4096  # stacks remembered by identity (more are forgotten all at once: a cache, not a store)
+
+
+def _per_stack(fn):
+    """fn(frames) remembered per frames object: the parse makes the equal stacks of thousands of ranks one list
+    (postmortem.tables.columns.share_text), which the rank state, the rules and the report each ask about. The
+    list is kept with its answer, so its id cannot be reused while remembered; stacks are never changed once
+    parsed."""
+    memo: dict = {}
+
+    def wrapper(frames):
+        got = memo.get(id(frames))
+        if got is not None and got[0] is frames:
+            return got[1]
+        value = fn(frames)
+        if len(memo) >= _SAME_LIST_MAX:
+            memo.clear()
+        memo[id(frames)] = (frames, value)
+        return value
+    wrapper.__doc__, wrapper.__name__, wrapper.__wrapped__ = fn.__doc__, fn.__name__, fn
+    return wrapper
+
+
 def frame_class(frame: dict) -> str | None:
     """The activity one frame names (a class of CLASSES other than idle/unknown fallbacks), or None."""
     hit = _frame_rule(frame.get("func") or "", frame.get("file") or "", is_native(frame))
     return hit[0] if hit else None
 
 
+@_per_stack
 def _decide(frames: list[dict]) -> tuple[str, int | None]:
     """(class, index of the deciding frame): the best tier wins; within it the innermost frame, preferring one
     with a resolved name over `??`/bare addresses."""
@@ -217,6 +241,7 @@ def _is_library_frame(frame: dict) -> bool:
     return top in _LIBRARY_TOPS or bool(_PY_VERSION_DIR.search(raw))
 
 
+@_per_stack
 def last_user_frame(frames: list[dict]) -> dict | None:
     """The innermost Python frame in the user's own code (not the stdlib or a known library), or None."""
     for fr in frames:
@@ -225,6 +250,7 @@ def last_user_frame(frames: list[dict]) -> dict | None:
     return None
 
 
+@_per_stack
 def is_launcher(frames: list[dict]) -> bool:
     """True when a stack belongs to a launcher (torchrun agent, deepspeed/accelerate launcher, the parent of
     torch.multiprocessing.spawn), not a rank."""

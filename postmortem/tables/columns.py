@@ -63,6 +63,9 @@ def _frozen(value):
 
 
 CANON_MAX = 1 << 16  # values remembered for sharing: what every rank prints is met early, a rank's own text is not
+# Structured values are remembered apart from the text (canon[_VALUES]): the py-spy dumps of thousands of ranks are
+# the smallest files, parsed last, when the rank-specific text has long filled the text's share.
+_VALUES = ("\0structured values",)
 
 
 def share_text(rows: dict, canon: dict, limit: int = CANON_MAX) -> None:
@@ -72,6 +75,11 @@ def share_text(rows: dict, canon: dict, limit: int = CANON_MAX) -> None:
     Past `limit` values new ones are no longer remembered: the rank-specific text that fills it would cost more
     there than it saves, and what all ranks print is already in."""
     get = canon.get
+    values_canon = canon.get(_VALUES)
+    if values_canon is None:
+        values_canon = canon[_VALUES] = {}
+    vget = values_canon.get
+    text_limit = limit + 1  # (the values' own dict is one key of canon)
     for cols in rows.values():
         if type(cols) is not Columns:
             continue
@@ -84,7 +92,7 @@ def share_text(rows: dict, canon: dict, limit: int = CANON_MAX) -> None:
                     if type(v) is str:
                         kept = get(v)
                         if kept is None:
-                            if len(canon) < limit:
+                            if len(canon) < text_limit:
                                 canon[v] = v
                         else:
                             v = kept
@@ -97,10 +105,10 @@ def share_text(rows: dict, canon: dict, limit: int = CANON_MAX) -> None:
                 for v in values:
                     key = _frozen(v) if type(v) in (dict, list) else None
                     if key is not None:
-                        kept = get(key)
+                        kept = vget(key)
                         if kept is None:
-                            if len(canon) < limit:
-                                canon[key] = v
+                            if len(values_canon) < limit:
+                                values_canon[key] = v
                         else:
                             v = kept
                     out.append(v)
