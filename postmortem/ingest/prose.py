@@ -70,10 +70,18 @@ def looks_like_prose(head: bytes) -> bool:
         return False
     if sum(ln.lstrip()[:1] == "{" and ln.rstrip()[-1:] == "}" for ln in lines) * 2 >= len(lines):
         return False  # JSON-lines records (a logger's, Docker's json-file driver's): a log, whatever the text says
+    # the three tests in turn, each only when the ones before hold; the records stop counting once they are too
+    # many (a log's lines are records from the first: a launcher's log was read whole, 1.5 ms a file)
+    most = RECORD_SHARE * len(lines)
+    records = 0
+    for ln in lines:
+        records += is_record(ln)
+        if records > most:
+            return False
     tokens = [t for ln in lines for t in ln.split()]
     glue = sum(1 for t in tokens if t.lower().strip(",.;:()") in _GLUE)
-    records = sum(1 for ln in lines if is_record(ln))
+    if glue < GLUE_SHARE * len(tokens):
+        return False
     body = [_LIST.sub("", ln.lstrip("#-*> ")).strip() for ln in lines if not ln.startswith(("    ", "\t"))]
     sentences = sum(1 for ln in body if is_sentence(ln) and not is_record(ln))
-    return (records <= RECORD_SHARE * len(lines) and glue >= GLUE_SHARE * len(tokens)
-            and sentences >= SENTENCE_SHARE * max(1, len(body)))
+    return sentences >= SENTENCE_SHARE * max(1, len(body))
