@@ -40,6 +40,8 @@ def json_record(raw: str, depth: int = 0):
     text = raw.strip()
     if not text.endswith("}") or len(text) > 1_000_000:
         return None
+    if text[1:].lstrip()[:1] != '"':
+        return None  # no key: no message (a Python dict's repr, `{'loss': 2.5}`, starts with a quote JSON has not)
     try:
         obj = json.loads(text)
     except ValueError:

@@ -77,6 +77,25 @@ def text_size(path: str, size: int, compression: str | None) -> int:
     return isize if size <= isize <= textio.expansion_bound(size) else size * 8
 
 
+def _last_parts(data: bytes, n: int, whole: bool) -> list[bytes]:
+    """The last n lines of `data` (a file's end; without the line it starts inside unless `whole`), split from the
+    n-th newline back rather than the whole window (64 KiB of short lines was ~0.5 ms a file)."""
+    body = data[:-1] if data.endswith(b"\n") else data
+    pos = len(body)
+    for _ in range(n):
+        pos = body.rfind(b"\n", 0, pos)
+        if pos < 0:
+            break
+    if n > 0 and pos >= 0:
+        return body[pos + 1:].split(b"\n")  # n lines after the n-th newline from the end: never the cut first one
+    parts = data.split(b"\n")
+    if parts and parts[-1] == b"":
+        parts.pop()
+    if not whole and parts:
+        parts.pop(0)  # cut mid-line
+    return parts[-n:]
+
+
 def exact_share(size: int, exact_bytes: int | None) -> int:
     """The bytes of a file read exactly: its share, or where none was given, that of a job of this one file."""
     return min(size, limits.EXACT_JOB_BYTES) if exact_bytes is None else exact_bytes
@@ -150,12 +169,7 @@ class LineScanner(BlockScan, LineJudge):
         prev, cur = self._ends
         data = cur if len(cur) >= TAIL_BYTES else prev[-(TAIL_BYTES - len(cur)):] + cur
         whole = self._whole and len(data) == len(prev) + len(cur)
-        parts = data.split(b"\n")
-        if parts and parts[-1] == b"":
-            parts.pop()
-        if not whole and parts:
-            parts.pop(0)  # cut mid-line
-        parts = parts[-n:]
+        parts = _last_parts(data, n, whole)
         last = self.stats.lines
         clean = textio.clean
         # a line's end is what a terminal shows of it (the last redraw of a progress bar)

@@ -407,3 +407,22 @@ def test_the_exact_part_is_what_a_line_reader_gives_for_those_lines(tmp_path, mo
     for lineno, text, _ in part:
         tail = text.replace(textio.TRUNCATION_MARK, "")[-16:].rstrip("\r")
         assert tail in lines[lineno - 1], (lineno, text[:80])
+
+
+def test_the_last_lines_are_those_of_a_split_of_the_whole_window():
+    """prefilter._last_parts splits only the last n lines off a file's end: the same lines as splitting it all."""
+    import random
+    from postmortem.parsers.prefilter import _last_parts
+
+    def whole_split(data, n, whole):
+        parts = data.split(b"\n")
+        if parts and parts[-1] == b"":
+            parts.pop()
+        if not whole and parts:
+            parts.pop(0)  # the first line is cut
+        return parts[-n:]
+    rng = random.Random(3)
+    for _ in range(20000):
+        data = bytes(rng.choice(b"ab\n") for _ in range(rng.randrange(0, 14)))
+        n, whole = rng.randrange(0, 6), rng.random() < 0.5
+        assert _last_parts(data, n, whole) == whole_split(data, n, whole), (data, n, whole)
