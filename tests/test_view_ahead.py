@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import random
 import re
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -34,12 +36,35 @@ def _no_process_left():
         left.close()
 
 
-def _html(path: str, ahead: bool, lang: str = "en") -> str:
-    # jobs=2: the parallel path, where analyze(html=True) forks the child once the tables are built
-    a = api.analyze(path, jobs=2, html=ahead, quiet=True)
-    if not ahead:
-        assert view_ahead.take(a.tables) is None
-    return a.to_html(generated_at="2026-11-29 00:00", lang=lang)
+# Run in a fresh interpreter: a thread some other test left running in this process would (rightly) stop the fork.
+_COMPARE = """
+import sys
+from postmortem import api
+from postmortem.reports import view_ahead
+path, lang, broken = sys.argv[1], sys.argv[2], sys.argv[3] == "broken"
+if broken:
+    def parts(*_a, **_k):
+        raise RuntimeError("the child fails")
+    view_ahead.parts = parts  # (the child is a fork: it runs the broken one)
+taken = []
+real_take = view_ahead.take
+view_ahead.take = lambda tables: taken.append(real_take(tables)) or taken[-1]
+a = api.analyze(path, jobs=2, html=True, quiet=True)   # jobs=2: the parallel path, where the child is forked
+with_ahead = a.to_html(generated_at="2026-11-29 00:00", lang=lang)
+b = api.analyze(path, jobs=2, quiet=True)
+assert view_ahead.take(b.tables) is None
+plain = b.to_html(generated_at="2026-11-29 00:00", lang=lang)
+got = taken[0]
+print("parts:", ",".join(sorted(got)) if got else "none")
+print("same" if with_ahead == plain else "differ")
+"""
+
+
+def _compare(path: str, lang: str = "en", broken: bool = False) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", _COMPARE, path, lang, "broken" if broken else "ok"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.split("\n")
 
 
 @needs_fork
@@ -48,34 +73,26 @@ def _html(path: str, ahead: bool, lang: str = "en") -> str:
                                   os.path.join(REPORTS, "nccl_p2p_oom"),               # NCCL's own lines
                                   os.path.join(REPORTS, "gpu_oom_nvidia_smi"),
                                   os.path.join(REPORTS, "watchdog_timeout_tokenization")])
-def test_the_parts_computed_ahead_give_the_same_report(path, monkeypatch):
-    taken = []
-    real_take = view_ahead.take
-    monkeypatch.setattr(view_ahead, "take", lambda tables: taken.append(got := real_take(tables)) or got)
-    with_ahead = _html(path, ahead=True)
-    assert taken and taken[0] is not None and set(taken[0]) >= {"ranks", "nccl", "stacks", "collectives"}
-    assert with_ahead == _html(path, ahead=False)
+def test_the_parts_computed_ahead_give_the_same_report(path):
+    parts, same = _compare(path)[:2]
+    assert parts == "parts: collectives,labels,nccl,ranks,stacks"   # computed by the child, and used
+    assert same == "same"
 
 
 @needs_fork
 def test_a_report_in_another_language_computes_the_worded_parts_itself():
-    path = os.path.join(SAMPLES, "hung_rank_pyspy")
-    assert _html(path, ahead=True, lang="zh") == _html(path, ahead=False, lang="zh")
+    assert _compare(os.path.join(SAMPLES, "hung_rank_pyspy"), lang="zh")[1] == "same"
 
 
 @needs_fork
-def test_a_child_that_fails_leaves_the_parts_to_the_report(monkeypatch):
-    path = os.path.join(SAMPLES, "hung_rank_pyspy")
-    expected = _html(path, ahead=False)
-
-    def broken(*_a, **_k):
-        raise RuntimeError("the child fails")
-    monkeypatch.setattr(view_ahead, "parts", broken)  # (the child is a fork: it runs the broken one)
-    assert _html(path, ahead=True) == expected
+def test_a_child_that_fails_leaves_the_parts_to_the_report():
+    parts, same = _compare(os.path.join(SAMPLES, "hung_rank_pyspy"), broken=True)[:2]
+    assert parts == "parts: none" and same == "same"
 
 
-@needs_fork
 def test_parts_are_handed_only_for_the_tables_they_were_computed_from():
+    if not beside.can_fork():
+        pytest.skip("another thread runs in this process: no fork")
     a = api.analyze(os.path.join(SAMPLES, "hung_rank_pyspy"), jobs=2, html=True, quiet=True)
     b = api.analyze(os.path.join(SAMPLES, "hung_rank_pyspy"), jobs=2, quiet=True)
     assert view_ahead.take(b.tables) is None   # another analysis' tables: the child is stopped
