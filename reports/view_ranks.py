@@ -14,6 +14,9 @@ from postmortem.reports.view_evidence import _RANK_TAG
 
 
 MAX_END_ROWS = 40
+# what the end rows read of the `ranks` table (_doing and end_rows)
+_END_COLUMNS = ("rank", "stack_class", "stack_at", "stack_where", "last_activity", "last_enqueued", "last_completed",
+                "last_started", "first_error", "end", "last_step", "exit")
 GROUP_ABOVE = 16          # up to this many ranks every rank has its own row; above it ranks that ended alike share one
 
 
@@ -79,8 +82,9 @@ def end_rows(ranks, culprits, affected=(), t=None, lang: str = "en", stacks=None
     alone = len(ranks) <= GROUP_ABOVE
     memo: dict = {}
     ends = []
-    cols = list(ranks.columns)
-    # column lists zipped into records: to_dict("records") boxes every cell and took ~1 s at 16,384 ranks
+    cols = [c for c in _END_COLUMNS if c in ranks.columns]
+    # column lists zipped into records (to_dict("records") boxes every cell and took ~1 s at 16,384 ranks), of the
+    # columns read here only
     for rec in (dict(zip(cols, vals)) for vals in zip(*(ranks[c].tolist() for c in cols))):
         r = int(rec["rank"])
         role = "culprit" if r in culprits else "affected" if r in affected else "other"
