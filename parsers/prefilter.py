@@ -43,7 +43,7 @@ from postmortem.parsers.scan_limits import (HEAD_BYTES, INFO_CAP, MIN_STRIDE, NC
 from postmortem.parsers.scan_judge import LineJudge, _cap_key, _may_name_rank  # noqa: F401 - re-exported
 from postmortem.parsers.scan_limits import _EVENT_BITS, _RANK_DIGITS_RE  # noqa: F401 - re-exported (tests)
 from postmortem.parsers.scan_text import (NotStreamable, _PlainReader, _open, _rfind_pair, _stream_id,  # noqa: F401
-                                          _newline_counter, _clean, _clean_items, _decode, _text, _Lazy, _Ready,
+                                          last_split, _newline_counter, _clean, _clean_items, _decode, _text, _Lazy, _Ready,
                                           _Span, _span_or_bytes, _last_segment_with, _needs_clean)
 from postmortem.parsers.scan_triggers import Triggers, compile_triggers, normalise  # noqa: F401 - re-exported
 
@@ -78,22 +78,10 @@ def text_size(path: str, size: int, compression: str | None) -> int:
 
 
 def _last_parts(data: bytes, n: int, whole: bool) -> list[bytes]:
-    """The last n lines of `data` (a file's end; without the line it starts inside unless `whole`), split from the
-    n-th newline back rather than the whole window (64 KiB of short lines was ~0.5 ms a file)."""
-    body = data[:-1] if data.endswith(b"\n") else data
-    pos = len(body)
-    for _ in range(n):
-        pos = body.rfind(b"\n", 0, pos)
-        if pos < 0:
-            break
-    if n > 0 and pos >= 0:
-        return body[pos + 1:].split(b"\n")  # n lines after the n-th newline from the end: never the cut first one
-    parts = data.split(b"\n")
-    if parts and parts[-1] == b"":
-        parts.pop()
-    if not whole and parts:
-        parts.pop(0)  # cut mid-line
-    return parts[-n:]
+    """The last n lines of `data` (a file's end; without the line it starts inside unless `whole`)."""
+    if not data:
+        return []
+    return last_split(data[:-1] if data.endswith(b"\n") else data, n, drop_first=not whole)
 
 
 def exact_share(size: int, exact_bytes: int | None) -> int:
@@ -128,6 +116,14 @@ class LineScanner(BlockScan, LineJudge):
         self._started = False
         self._ends = (b"", b"")  # the last two blocks read from the file (its tail, without a copy per block)
         self._whole = True       # whether those two blocks are the whole file
+
+    def whole_file(self) -> bytes | None:
+        """The file's bytes when the block head_lines() read holds all of it (before the scan; a BOM left out), else
+        None: a file that goes on beyond its first block, or not a plain file."""
+        fh = self.fh
+        if self._pushback and type(fh) is _PlainReader and fh.left <= 0 and fh.pos == fh.size:
+            return self._pushback
+        return None
 
     def _read(self) -> bytes:
         if self._pushback:

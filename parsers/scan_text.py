@@ -27,6 +27,22 @@ def _open(path: str, stats: textio.ReadStats):
     return _PlainReader(fd, st.st_size, stats)
 
 
+def last_split(data: bytes, n: int, drop_first: bool = False) -> list[bytes]:
+    """data.split(b"\n")[-n:] (its first part left out when `drop_first`: a window that starts mid-line), split from
+    the n-th newline back instead of splitting the whole window (64 KiB of short lines cost ~0.5 ms)."""
+    pos = len(data)
+    for _ in range(n):
+        pos = data.rfind(b"\n", 0, pos)
+        if pos < 0:
+            break
+    if n > 0 and pos >= 0:
+        return data[pos + 1:].split(b"\n")  # the n parts after the n-th newline from the end: never the first part
+    parts = data.split(b"\n")
+    if drop_first and parts:
+        parts.pop(0)
+    return parts[-n:]
+
+
 class _PlainReader:
     """Reads a regular file up to the size it had when opened (and at most textio.MAX_FILE_BYTES)."""
 

@@ -6,6 +6,7 @@ import functools
 
 from postmortem.parsers import formats as fmts
 from postmortem.parsers import prefilter
+from postmortem.parsers.scan_text import last_split
 from postmortem.parsers.base import ParseResult, register
 from postmortem.parsers import actor_ranks, dumps_in_logs, embedded, learned_prefix
 from postmortem.parsers.prefixes import strip_prefixes
@@ -72,7 +73,8 @@ def parse_textlog(source: Source) -> ParseResult:
     if scheme.learned is None and not scheme.active and len(head_texts) > END_SAMPLE_LINES:
         # a long start-up (library chatter) before the job's own prefixed lines: learn the prefix from the end
         end = (head_texts[-END_SAMPLE_LINES:] if len(head_texts) < SCHEME_SAMPLE else
-               [] if source.compression else _end_lines(source.path, END_SAMPLE_LINES))
+               [] if source.compression else
+               _end_lines(source.path, END_SAMPLE_LINES, scanner.whole_file() if scanner is not None else None))
         scheme.learn_from(end)
     hostpid_rank: dict[str, int] = {}
     spawned = spawn_block.SpawnBlock()  # mp.spawn's child traceback printed by the parent: its process index
@@ -279,19 +281,21 @@ END_SAMPLE_BYTES = 64 * 1024
 END_SAMPLE_LINES = 20  # the job's last lines (its failure), where a collector's prefix is the rule
 
 
-def _end_lines(path: str, n: int) -> list[str]:
-    """The last n whole lines of an uncompressed file (at most END_SAMPLE_BYTES read), decoded; [] when unreadable."""
-    try:
-        with open(path, "rb") as fh:
-            size = fh.seek(0, 2)
-            fh.seek(max(0, size - END_SAMPLE_BYTES))
-            data = fh.read(END_SAMPLE_BYTES)
-    except OSError:
-        return []
-    parts = data.split(b"\n")
-    if size > END_SAMPLE_BYTES and parts:
-        parts.pop(0)  # cut mid-line
-    return [textio.clean(p[:1024].decode("utf-8", "replace")) for p in parts[-n:] if p.strip()]
+def _end_lines(path: str, n: int, whole: bytes | None = None) -> list[str]:
+    """The last n whole lines of an uncompressed file (at most END_SAMPLE_BYTES read), decoded; [] when unreadable.
+    `whole`: the file's bytes, when the scanner already holds all of it (a small file is not opened again)."""
+    if whole is not None:
+        size, data = len(whole), whole[-END_SAMPLE_BYTES:]
+    else:
+        try:
+            with open(path, "rb") as fh:
+                size = fh.seek(0, 2)
+                fh.seek(max(0, size - END_SAMPLE_BYTES))
+                data = fh.read(END_SAMPLE_BYTES)
+        except OSError:
+            return []
+    parts = last_split(data, n, drop_first=size > END_SAMPLE_BYTES)  # (a window that starts mid-line)
+    return [textio.clean(p[:1024].decode("utf-8", "replace")) for p in parts if p.strip()]
 
 
 def _line_source(source: Source, stats: textio.ReadStats):

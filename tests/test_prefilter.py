@@ -426,3 +426,33 @@ def test_the_last_lines_are_those_of_a_split_of_the_whole_window():
         data = bytes(rng.choice(b"ab\n") for _ in range(rng.randrange(0, 14)))
         n, whole = rng.randrange(0, 6), rng.random() < 0.5
         assert _last_parts(data, n, whole) == whole_split(data, n, whole), (data, n, whole)
+
+
+def test_last_split_is_the_tail_of_a_whole_split():
+    """scan_text.last_split (a file's last lines for its prefix scheme and last lines) equals splitting it all."""
+    import random
+    from postmortem.parsers.scan_text import last_split
+    rng = random.Random(5)
+    for _ in range(20000):
+        data = bytes(rng.choice(b"ab\n") for _ in range(rng.randrange(0, 14)))
+        n, drop_first = rng.randrange(0, 6), rng.random() < 0.5
+        parts = data.split(b"\n")
+        if drop_first and parts:
+            parts.pop(0)
+        assert last_split(data, n, drop_first) == parts[-n:], (data, n, drop_first)
+
+
+def test_a_small_file_is_not_opened_again_for_its_last_lines(tmp_path, monkeypatch):
+    """A log with no prefix in its head learns one from its end: from the bytes the scanner holds, not a new read."""
+    from postmortem.ingest.discover import discover
+    from postmortem.parsers import textlog
+    lines = [f"loading shard {i}" for i in range(450)] + \
+        [f"2026-11-29 06:00:{i:02d} | trainer-3 | step {i} loss 0.5" for i in range(30)]
+    (tmp_path / "rank3.log").write_text("\n".join(lines) + "\n")
+    src = discover(str(tmp_path))[0]
+    reads = []
+    real = textlog._end_lines
+    monkeypatch.setattr(textlog, "_end_lines", lambda path, n, whole=None: reads.append(whole) or real(path, n, whole))
+    textlog.parse_textlog(src)
+    assert reads and reads[0] is not None                       # the scanner's bytes were handed over
+    assert real(src.path, 20, reads[0]) == real(src.path, 20)   # and give the lines a new read gives
