@@ -180,7 +180,7 @@ class _Ends:
 def fill_ends(tables, rows: dict, row) -> None:
     """Add `end`, `end_detail`, `end_cause`, `end_at`, `end_ts` to every rank's row (rank_state's dict of rows)."""
     ends = _Ends()
-    goes = _GoesOn(tables)
+    goes = goes_on(tables)
     tb = tables.tracebacks
     if len(tb):
         from postmortem.stacks.frames import in_thread
@@ -379,6 +379,19 @@ UNRANKED_GOES_ON = 3  # later step reports a rank-less stream needs after an exc
 TEE_HELD_BEHIND = 3
 
 
+def goes_on(tables) -> "_GoesOn":
+    """_GoesOn(tables), built once per steps and events tables (the rank state and three rules ask it)."""
+    cached = getattr(tables, "_goes_on_for", None)
+    if cached is not None and cached[0] is tables.steps and cached[1] is tables.events:
+        return cached[2]
+    goes = _GoesOn(tables)
+    try:
+        tables._goes_on_for = (tables.steps, tables.events, goes)
+    except AttributeError:
+        pass
+    return goes
+
+
 class _GoesOn:
     """Where each output stream (a file, and the rank of its lines) went on after a line: later training steps or
     an end-of-training marker in the same stream, or a zero exit of its rank."""
@@ -485,7 +498,7 @@ def handled_tracebacks(tables) -> list[bool]:
     cached = getattr(tables, "_handled", None)
     if cached is not None and cached[0] is tb and cached[2] is ranks:
         return cached[1]
-    goes = _GoesOn(tables)
+    goes = goes_on(tables)
     out = [goes.went_on(r, s, e if not _null(e) else ln) for r, s, ln, e in
            zip(tb["rank"].tolist(), tb["source"].tolist(), tb["line"].tolist(), tb["end_line"].tolist())]
     if not all(out) and _every_rank_finished_alike(tables):

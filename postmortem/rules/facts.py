@@ -47,14 +47,8 @@ def fatal(tables, df: pd.DataFrame) -> pd.DataFrame:
     end-of-training marker in the same stream, or a zero exit of the rank)."""
     if df.empty:
         return df
-    from postmortem.ranks.ends import _GoesOn
-    goes = getattr(tables, "_goes_on", None)
-    if goes is None:
-        goes = _GoesOn(tables)
-        try:
-            tables._goes_on = goes
-        except AttributeError:
-            pass
+    from postmortem.ranks.ends import goes_on
+    goes = goes_on(tables)
     keep = [k not in RECOVERABLE_KINDS or not goes.went_on(r, s, ln)
             for k, r, s, ln in zip(df["kind"].tolist(), df["rank"].tolist(), df["source"].tolist(), df["line"].tolist())]
     return df[pd.Series(keep, index=df.index, dtype=bool)]

@@ -167,8 +167,8 @@ def loss_scale_trajectories(tables) -> dict:
       false_positives=("Skips while the scaler calibrates at the start of training (the scale then grows back).",))
 def loss_scale_collapse(tables):
     from postmortem.parsers import loss_scale
-    from postmortem.ranks.ends import _GoesOn
-    goes = _GoesOn(tables)
+    from postmortem.ranks.ends import goes_on
+    goes = goes_on(tables)
     bad = []
     for (rank, _), (events, rows, after) in loss_scale_trajectories(tables).items():
         c = loss_scale.collapse(events, steps_after=after)
