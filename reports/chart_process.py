@@ -11,9 +11,7 @@ either way, as the child is a copy of it and both run postmortem.reports.figures
 """
 from __future__ import annotations
 
-import atexit
 import os
-import signal
 import threading
 
 from postmortem.ingest import beside
@@ -69,15 +67,12 @@ class PendingCharts:
         return uris
 
 
-class ChartProcess:
+class ChartProcess(beside.Child):
     """The parent's handle on a forked chart process."""
 
     def __init__(self, pid: int, conn):
-        self.pid = pid
-        self._conn = conn
-        self._owner = os.getpid()
+        super().__init__(pid, conn)
         self._ready: bool | None = None
-        atexit.register(self.close)
 
     def send(self, args: tuple) -> bool:
         """Send the charts' models; False when the child is gone."""
@@ -105,21 +100,6 @@ class ChartProcess:
             return None
         finally:
             self.close()
-
-    def close(self) -> None:
-        """Stop the child and reap it (idempotent; only in the process that forked it)."""
-        if self._conn is None or os.getpid() != self._owner:
-            return
-        self._conn.close()
-        self._conn = None
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            os.waitpid(self.pid, 0)
-        except OSError:
-            pass
 
 
 def _serve(conn) -> None:

@@ -9,9 +9,7 @@ was given other tables, the report computes them itself.
 """
 from __future__ import annotations
 
-import atexit
 import os
-import signal
 
 from postmortem.ingest import beside
 
@@ -63,15 +61,12 @@ def discard() -> None:
         ahead.close()
 
 
-class Ahead:
-    """The parent's handle on the forked child."""
+class Ahead(beside.Child):
+    """The parent's handle on the forked child, and the tables it was given."""
 
     def __init__(self, pid: int, conn, tables):
-        self.pid = pid
-        self._conn = conn
-        self._owner = os.getpid()
+        super().__init__(pid, conn)
         self.tables = tables
-        atexit.register(self.close)
 
     def result(self) -> dict | None:
         """The child's parts, or None (failed, gone, or nothing within WAIT_S)."""
@@ -88,17 +83,6 @@ class Ahead:
             self.close()
 
     def close(self) -> None:
-        """Stop the child and reap it (idempotent; only in the process that forked it)."""
-        if self._conn is None or os.getpid() != self._owner:
-            return
-        self._conn.close()
-        self._conn = None
+        """Stop the child and reap it; the tables are let go."""
+        super().close()
         self.tables = None
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            os.waitpid(self.pid, 0)
-        except OSError:
-            pass

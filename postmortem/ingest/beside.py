@@ -65,3 +65,32 @@ def call_beside(fn, arg, work):
     if ok and os.waitstatus_to_exitcode(status) == 0:
         return value
     return fn(arg)
+
+
+
+class Child:
+    """The parent's handle on a child fork() started: its pid and pipe; close() stops and reaps it, once, and only
+    in the process that forked it (also at exit)."""
+
+    def __init__(self, pid: int, conn):
+        import atexit
+        self.pid = pid
+        self._conn = conn
+        self._owner = os.getpid()
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """Close the pipe, kill the child and reap it (idempotent; it may be gone already)."""
+        if self._conn is None or os.getpid() != self._owner:
+            return
+        import signal
+        conn, self._conn = self._conn, None
+        conn.close()
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
