@@ -43,8 +43,8 @@ from postmortem.parsers.scan_limits import (HEAD_BYTES, INFO_CAP, MIN_STRIDE, NC
 from postmortem.parsers.scan_judge import LineJudge, _cap_key, _may_name_rank  # noqa: F401 - re-exported
 from postmortem.parsers.scan_limits import _EVENT_BITS, _RANK_DIGITS_RE  # noqa: F401 - re-exported (tests)
 from postmortem.parsers.scan_text import (NotStreamable, _PlainReader, _open, _rfind_pair, _stream_id,  # noqa: F401
-                                          last_split, _newline_counter, _clean, _clean_items, _decode, _text, _Lazy, _Ready,
-                                          _Span, _span_or_bytes, _last_segment_with, _needs_clean)
+                                          last_split, _newline_counter, _clean, _clean_items, _decode, _text, _Lazy,
+                                          _Ready, _Span, _span_or_bytes, _last_segment_with, _needs_clean)
 from postmortem.parsers.scan_triggers import Triggers, compile_triggers, normalise  # noqa: F401 - re-exported
 
 

@@ -30,9 +30,11 @@ def _stack_rows(stacks) -> dict[str, dict]:
     return {a: {"frames": fr} for a, fr in zip(at, stacks["frames"].tolist())}
 
 
-def _doing(rec: dict, stacks: dict, t, lang: str, memo: dict | None = None) -> str:
+def _doing(rec: dict, stacks: dict, t, lang: str) -> str:
     """What a rank was doing at the end, in words: its end stack's class and the frame in the user's code (or the
     deciding frame), else its last activity."""
+    from postmortem.stacks import blocking_frame, last_user_frame
+
     def cell(v) -> str:
         return "" if v is None or v is pd.NA or (not isinstance(v, (str, list)) and v != v) else str(v)
     cls = cell(rec.get("stack_class"))
@@ -40,29 +42,17 @@ def _doing(rec: dict, stacks: dict, t, lang: str, memo: dict | None = None) -> s
         row = stacks.get(cell(rec.get("stack_at")))
         frames = row.get("frames") if row else None
         where = cell(rec.get("stack_where"))
-        if memo is None:
-            memo = {}
-        # ranks that ended alike share one frames list (the parse makes equal lists one object): words once each
-        key = (cls, id(frames), where)
-        got = memo.get(key)
-        if got is None:
-            got = memo[key] = (_stack_doing(cls, frames, where, t), frames)  # (frames kept: its id stays unique)
-        return got[0]
+        if isinstance(frames, list) and frames:
+            # (both remember their answer per shared frames list: postmortem.stacks.classify._per_stack)
+            f = last_user_frame(frames) or blocking_frame(frames)
+            if f:
+                file = str(f.get("file") or "").rsplit("/", 1)[-1]
+                where = f"{f.get('func')} ({file}:{f.get('line')})" if f.get("line") is not None else \
+                    f"{f.get('func')} ({file})" if file else str(f.get("func"))
+        words = t.get(f"stk_{cls}", cls.replace("_", " ")) if cls != "unknown" else ""
+        return f"{words}: {where}" if words and where else words or where
     act = cell(rec.get("last_activity"))
     return i18n.value_words(lang, "act_", act) if act and act != "unknown" else ""
-
-
-def _stack_doing(cls: str, frames, where: str, t) -> str:
-    """A rank's end stack in words: its class and its frame in the user's code (or the deciding frame)."""
-    from postmortem.stacks import blocking_frame, last_user_frame
-    if isinstance(frames, list) and frames:
-        f = last_user_frame(frames) or blocking_frame(frames)
-        if f:
-            file = str(f.get("file") or "").rsplit("/", 1)[-1]
-            where = f"{f.get('func')} ({file}:{f.get('line')})" if f.get("line") is not None else \
-                f"{f.get('func')} ({file})" if file else str(f.get("func"))
-    words = t.get(f"stk_{cls}", cls.replace("_", " ")) if cls != "unknown" else ""
-    return f"{words}: {where}" if words and where else words or where
 
 
 def end_rows(ranks, culprits, affected=(), t=None, lang: str = "en", stacks=None,
@@ -80,7 +70,6 @@ def end_rows(ranks, culprits, affected=(), t=None, lang: str = "en", stacks=None
         return "" if v is None or v is pd.NA or (not isinstance(v, (str, list)) and v != v) else str(v)
 
     alone = len(ranks) <= GROUP_ABOVE
-    memo: dict = {}
     ends = []
     cols = [c for c in _END_COLUMNS if c in ranks.columns]
     # column lists zipped into records (to_dict("records") boxes every cell and took ~1 s at 16,384 ranks), of the
@@ -88,7 +77,7 @@ def end_rows(ranks, culprits, affected=(), t=None, lang: str = "en", stacks=None
     for rec in (dict(zip(cols, vals)) for vals in zip(*(ranks[c].tolist() for c in cols))):
         r = int(rec["rank"])
         role = "culprit" if r in culprits else "affected" if r in affected else "other"
-        doing = _doing(rec, stacks_at, t, lang, memo)
+        doing = _doing(rec, stacks_at, t, lang)
         coll = ""
         if cell(rec.get("last_enqueued")) or cell(rec.get("last_completed")):
             coll = f"{cell(rec.get('last_enqueued')) or '?'} / {cell(rec.get('last_completed')) or '?'}"

@@ -67,7 +67,6 @@ def call_beside(fn, arg, work):
     return fn(arg)
 
 
-
 class Child:
     """The parent's handle on a child fork() started: its pid and pipe; close() stops and reaps it, once, and only
     in the process that forked it (also at exit)."""
